@@ -1,0 +1,396 @@
+// sparkrt plugin SDK: write a backend as a few C++ classes, export it as the
+// C table of plugin_api.h with one macro.
+//
+//   class MyDevice : public sparkrt::sdk::Device { ... };
+//   class MyBackend : public sparkrt::sdk::Backend { ... };
+//   SPARKRT_DEFINE_PLUGIN(MyBackend, "mine", "0.1.0")
+//
+// The adapter below owns the boundary: it checks struct sizes, turns
+// absl::Status into SparkrtError, catches exceptions so none crosses the C ABI,
+// and converts opaque handles back into the classes. A backend only
+// implements behaviour. Everything here is header-only; a plugin links abseil
+// and nothing of the runtime.
+//
+// Lifetimes: the Backend object is created on first use of the table and lives
+// until the library is unloaded. A Device lives from device_open to
+// device_close; its Modules until module_unload (or device close); a Kernel is
+// owned by its Module. All virtuals may be called from several threads.
+#ifndef SPARKRT_PLUGIN_SDK_H_
+#define SPARKRT_PLUGIN_SDK_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sparkrt/plugin_api.h"
+
+namespace sparkrt::sdk {
+
+// Base of a backend's kernel object; the backend downcasts in launch().
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  // Resolves `entry`; `params` is the PTX-declared signature. The returned
+  // kernel is owned by the module and lives as long as it.
+  virtual absl::StatusOr<Kernel*> get_kernel(std::string_view entry,
+                                             std::span<const SparkrtParamInfo> params) = 0;
+};
+
+// One launch, already validated by the runtime (see SparkrtLaunchArgs).
+struct Launch {
+  Kernel* kernel;
+  std::array<uint32_t, 3> grid;
+  std::array<uint32_t, 3> block;
+  uint32_t shared_memory_bytes;
+  SparkrtStream stream;
+  std::span<const std::byte> params;
+  std::span<const uint32_t> arg_offsets;
+  std::span<const uint32_t> arg_sizes;
+  std::span<const uint8_t> arg_kinds;
+};
+
+class Device {
+ public:
+  // Destroys everything the device still owns (streams, events, memory).
+  virtual ~Device() = default;
+
+  virtual absl::Status properties(SparkrtDeviceProperties& out) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Module>> load_module(
+      std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) = 0;
+
+  virtual absl::StatusOr<SparkrtDevicePtr> alloc(uint64_t bytes) = 0;
+  virtual absl::Status free(SparkrtDevicePtr ptr) = 0;
+  // Default: ordinary aligned host memory.
+  virtual absl::StatusOr<void*> host_alloc(uint64_t bytes) {
+    void* p = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
+    if (p == nullptr) return absl::ResourceExhaustedError("host_alloc: out of host memory");
+    return p;
+  }
+  virtual absl::Status host_free(void* ptr) {
+    ::operator delete(ptr, std::align_val_t{64});
+    return absl::OkStatus();
+  }
+  virtual absl::Status memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes,
+                              SparkrtStream stream, bool blocking) = 0;
+  // Exactly one of the device/host pointers on each side is meaningful,
+  // chosen by `kind` (see SparkrtMemcpyArgs).
+  virtual absl::Status memcpy(const SparkrtMemcpyArgs& copy) = 0;
+
+  virtual absl::StatusOr<SparkrtStream> create_stream() = 0;
+  virtual absl::Status destroy_stream(SparkrtStream stream) = 0;
+  virtual absl::Status synchronize(SparkrtStream stream) = 0;
+
+  virtual absl::StatusOr<SparkrtEvent> create_event() = 0;
+  virtual absl::Status destroy_event(SparkrtEvent event) = 0;
+  virtual absl::Status record_event(SparkrtEvent event, SparkrtStream stream) = 0;
+  virtual absl::Status synchronize_event(SparkrtEvent event) = 0;
+  virtual absl::Status wait_event(SparkrtStream stream, SparkrtEvent event) = 0;
+  virtual absl::StatusOr<float> elapsed_ms(SparkrtEvent start, SparkrtEvent end) = 0;
+
+  virtual absl::Status launch(const Launch& launch) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // An error (rather than 0) explains why there is no device, e.g. no driver.
+  virtual absl::StatusOr<int> device_count() = 0;
+  virtual absl::StatusOr<std::unique_ptr<Device>> open_device(int index) = 0;
+  // Named extension table, or nullptr when not implemented.
+  virtual const void* extension(std::string_view /*name*/) { return nullptr; }
+};
+
+namespace detail {
+
+struct Error {
+  int32_t code;
+  std::string message;
+};
+
+inline SparkrtError* to_error(const absl::Status& status) {
+  if (status.ok()) return nullptr;
+  auto* e = new (std::nothrow) Error{static_cast<int32_t>(status.code()), std::string(status.message())};
+  return reinterpret_cast<SparkrtError*>(e);
+}
+
+inline SparkrtError* short_struct(const char* call, size_t given, size_t needed) {
+  return to_error(absl::InvalidArgumentError(
+      std::string(call) + ": args struct_size " + std::to_string(given) + " is smaller than the " +
+      std::to_string(needed) + " bytes this plugin needs; rebuild the caller against this SDK"));
+}
+
+// Runs `fn` (returning Status) with the struct size checked and exceptions
+// contained.
+template <typename Args, typename Fn>
+SparkrtError* guard(const char* call, Args* a, size_t needed, Fn&& fn) noexcept {
+  if (a == nullptr) return to_error(absl::InvalidArgumentError(std::string(call) + ": null args"));
+  if (a->struct_size < needed) return short_struct(call, a->struct_size, needed);
+  try {
+    return to_error(fn());
+  } catch (const std::bad_alloc&) {
+    return to_error(absl::ResourceExhaustedError(std::string(call) + ": out of host memory"));
+  } catch (const std::exception& ex) {
+    return to_error(absl::InternalError(std::string(call) + ": " + ex.what()));
+  } catch (...) {
+    return to_error(absl::InternalError(std::string(call) + ": unknown exception"));
+  }
+}
+
+template <typename T, typename Opaque>
+T* unwrap(Opaque* p) {
+  return reinterpret_cast<T*>(p);
+}
+template <typename Opaque, typename T>
+Opaque* wrap(T* p) {
+  return reinterpret_cast<Opaque*>(p);
+}
+
+template <typename Backend>
+Backend& backend() {
+  static Backend instance;  // lives until the library is unloaded
+  return instance;
+}
+
+template <typename B>
+struct Adapter {
+  static int32_t error_code(const SparkrtError* e) { return unwrap<const Error>(e)->code; }
+  static void error_message(const SparkrtError* e, const char** msg, size_t* size) {
+    const auto* err = unwrap<const Error>(e);
+    *msg = err->message.data();
+    *size = err->message.size();
+  }
+  static void error_destroy(SparkrtError* e) { delete unwrap<Error>(e); }
+
+  static Device* dev(SparkrtDevice* d) { return unwrap<Device>(d); }
+  static absl::Status null_device() { return absl::InvalidArgumentError("null device handle"); }
+
+  static SparkrtError* device_count(SparkrtDeviceCountArgs* a) {
+    return guard("device_count", a, SPARKRT_DEVICE_COUNT_ARGS_SIZE, [&] {
+      auto n = backend<B>().device_count();
+      if (!n.ok()) return n.status();
+      a->count = *n;
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* device_open(SparkrtDeviceOpenArgs* a) {
+    return guard("device_open", a, SPARKRT_DEVICE_OPEN_ARGS_SIZE, [&] {
+      auto d = backend<B>().open_device(a->index);
+      if (!d.ok()) return d.status();
+      a->device = wrap<SparkrtDevice>(d->release());
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* device_close(SparkrtDeviceCloseArgs* a) {
+    return guard("device_close", a, SPARKRT_DEVICE_CLOSE_ARGS_SIZE, [&] {
+      delete dev(a->device);
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* device_get_properties(SparkrtDeviceGetPropertiesArgs* a) {
+    return guard("device_get_properties", a, SPARKRT_DEVICE_GET_PROPERTIES_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      if (a->properties == nullptr || a->properties->struct_size < SPARKRT_DEVICE_PROPERTIES_SIZE)
+        return absl::InvalidArgumentError("device_get_properties: properties struct too small");
+      return dev(a->device)->properties(*a->properties);
+    });
+  }
+  static SparkrtError* module_load(SparkrtModuleLoadArgs* a) {
+    return guard("module_load", a, SPARKRT_MODULE_LOAD_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      auto m = dev(a->device)->load_module(
+          a->name ? std::string_view(a->name) : std::string_view(), a->format,
+          std::span<const std::byte>(static_cast<const std::byte*>(a->image), a->image_size));
+      if (!m.ok()) return m.status();
+      a->module = wrap<SparkrtModule>(m->release());
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* module_unload(SparkrtModuleUnloadArgs* a) {
+    return guard("module_unload", a, SPARKRT_MODULE_UNLOAD_ARGS_SIZE, [&] {
+      delete unwrap<Module>(a->module);
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* kernel_get(SparkrtKernelGetArgs* a) {
+    return guard("kernel_get", a, SPARKRT_KERNEL_GET_ARGS_SIZE, [&] {
+      if (a->module == nullptr || a->entry == nullptr)
+        return absl::InvalidArgumentError("kernel_get: null module or entry");
+      auto k = unwrap<Module>(a->module)->get_kernel(
+          a->entry, std::span<const SparkrtParamInfo>(a->params, a->num_params));
+      if (!k.ok()) return k.status();
+      a->kernel = wrap<SparkrtKernel>(*k);
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* mem_alloc(SparkrtMemAllocArgs* a) {
+    return guard("mem_alloc", a, SPARKRT_MEM_ALLOC_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      auto p = dev(a->device)->alloc(a->bytes);
+      if (!p.ok()) return p.status();
+      a->ptr = *p;
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* mem_free(SparkrtMemFreeArgs* a) {
+    return guard("mem_free", a, SPARKRT_MEM_FREE_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->free(a->ptr);
+    });
+  }
+  static SparkrtError* host_alloc(SparkrtHostAllocArgs* a) {
+    return guard("host_alloc", a, SPARKRT_HOST_ALLOC_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      auto p = dev(a->device)->host_alloc(a->bytes);
+      if (!p.ok()) return p.status();
+      a->ptr = *p;
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* host_free(SparkrtHostFreeArgs* a) {
+    return guard("host_free", a, SPARKRT_HOST_FREE_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->host_free(a->ptr);
+    });
+  }
+  static SparkrtError* memset(SparkrtMemsetArgs* a) {
+    return guard("memset", a, SPARKRT_MEMSET_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->memset(a->dst, a->value, a->bytes, a->stream, a->blocking != 0);
+    });
+  }
+  static SparkrtError* memcpy(SparkrtMemcpyArgs* a) {
+    return guard("memcpy", a, SPARKRT_MEMCPY_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->memcpy(*a);
+    });
+  }
+  static SparkrtError* stream_create(SparkrtStreamCreateArgs* a) {
+    return guard("stream_create", a, SPARKRT_STREAM_CREATE_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      auto s = dev(a->device)->create_stream();
+      if (!s.ok()) return s.status();
+      a->stream = *s;
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* stream_destroy(SparkrtStreamArgs* a) {
+    return guard("stream_destroy", a, SPARKRT_STREAM_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->destroy_stream(a->stream);
+    });
+  }
+  static SparkrtError* stream_synchronize(SparkrtStreamArgs* a) {
+    return guard("stream_synchronize", a, SPARKRT_STREAM_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->synchronize(a->stream);
+    });
+  }
+  static SparkrtError* event_create(SparkrtEventCreateArgs* a) {
+    return guard("event_create", a, SPARKRT_EVENT_CREATE_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      auto e = dev(a->device)->create_event();
+      if (!e.ok()) return e.status();
+      a->event = *e;
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* event_destroy(SparkrtEventArgs* a) {
+    return guard("event_destroy", a, SPARKRT_EVENT_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->destroy_event(a->event);
+    });
+  }
+  static SparkrtError* event_record(SparkrtEventArgs* a) {
+    return guard("event_record", a, SPARKRT_EVENT_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->record_event(a->event, a->stream);
+    });
+  }
+  static SparkrtError* event_synchronize(SparkrtEventArgs* a) {
+    return guard("event_synchronize", a, SPARKRT_EVENT_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->synchronize_event(a->event);
+    });
+  }
+  static SparkrtError* stream_wait_event(SparkrtEventArgs* a) {
+    return guard("stream_wait_event", a, SPARKRT_EVENT_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      return dev(a->device)->wait_event(a->stream, a->event);
+    });
+  }
+  static SparkrtError* event_elapsed(SparkrtEventElapsedArgs* a) {
+    return guard("event_elapsed", a, SPARKRT_EVENT_ELAPSED_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      auto ms = dev(a->device)->elapsed_ms(a->start, a->end);
+      if (!ms.ok()) return ms.status();
+      a->milliseconds = *ms;
+      return absl::OkStatus();
+    });
+  }
+  static SparkrtError* launch(SparkrtLaunchArgs* a) {
+    return guard("launch", a, SPARKRT_LAUNCH_ARGS_SIZE, [&] {
+      if (a->device == nullptr) return null_device();
+      if (a->kernel == nullptr) return absl::InvalidArgumentError("launch: null kernel handle");
+      const Launch l{
+          unwrap<Kernel>(a->kernel),
+          {a->grid[0], a->grid[1], a->grid[2]},
+          {a->block[0], a->block[1], a->block[2]},
+          a->shared_memory_bytes,
+          a->stream,
+          {static_cast<const std::byte*>(a->params), a->params_size},
+          {a->arg_offsets, a->num_args},
+          {a->arg_sizes, a->num_args},
+          {a->arg_kinds, a->num_args},
+      };
+      return dev(a->device)->launch(l);
+    });
+  }
+  static SparkrtError* get_extension(SparkrtGetExtensionArgs* a) {
+    return guard("get_extension", a, SPARKRT_GET_EXTENSION_ARGS_SIZE, [&] {
+      a->extension = a->name ? backend<B>().extension(a->name) : nullptr;
+      return absl::OkStatus();
+    });
+  }
+};
+
+template <typename B>
+const SparkrtPluginApi* make_api(const char* name, const char* version) {
+  using A = Adapter<B>;
+  static const SparkrtPluginApi api = {
+      SPARKRT_PLUGIN_API_SIZE, SPARKRT_ABI_MAJOR, SPARKRT_ABI_MINOR, name, version,
+      &A::error_code, &A::error_message, &A::error_destroy,
+      &A::device_count, &A::device_open, &A::device_close, &A::device_get_properties,
+      &A::module_load, &A::module_unload, &A::kernel_get,
+      &A::mem_alloc, &A::mem_free, &A::host_alloc, &A::host_free, &A::memset, &A::memcpy,
+      &A::stream_create, &A::stream_destroy, &A::stream_synchronize,
+      &A::event_create, &A::event_destroy, &A::event_record, &A::event_synchronize,
+      &A::stream_wait_event, &A::event_elapsed,
+      &A::launch, &A::get_extension,
+  };
+  return &api;
+}
+
+}  // namespace detail
+}  // namespace sparkrt::sdk
+
+// Exports the plugin's entry symbol for backend class `BackendClass`.
+#define SPARKRT_DEFINE_PLUGIN(BackendClass, name, version)                         \
+  extern "C" __attribute__((visibility("default"))) const SparkrtPluginApi*        \
+  sparkrt_plugin_api(void) {                                                       \
+    return ::sparkrt::sdk::detail::make_api<BackendClass>(name, version);          \
+  }
+
+#endif  // SPARKRT_PLUGIN_SDK_H_

@@ -1,0 +1,496 @@
+#include "sparkrt/device.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "device_state.h"
+#include "log.h"
+#include "plugin.h"
+#include "sparkrt/kernel_store.h"
+
+namespace sparkrt {
+namespace {
+
+using detail::DeviceState;
+using detail::Plugin;
+
+// Real backends in the order `auto` tries them; other non-mock plugins found
+// on the search path follow, by name.
+constexpr const char* kAutoOrder[] = {"cuda", "vulkan", "cpu"};
+constexpr char kMock[] = "mock";
+
+bool is_path(std::string_view backend) {
+  return backend.find('/') != std::string_view::npos || backend.ends_with(".so");
+}
+
+absl::StatusOr<int> device_index_from(const OpenOptions& options) {
+  if (options.device_index >= 0) return options.device_index;
+  const char* env = std::getenv("SPARKRT_DEVICE");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(env, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0 || v > 1 << 20)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "SPARKRT_DEVICE='%s' is not a device index; set it to 0, 1, ... or unset it", env));
+  return static_cast<int>(v);
+}
+
+DeviceProperties convert(const SparkrtDeviceProperties& p) {
+  DeviceProperties d;
+  d.name = std::string(p.name, strnlen(p.name, sizeof(p.name)));
+  d.architecture = std::string(p.architecture, strnlen(p.architecture, sizeof(p.architecture)));
+  d.total_memory = p.total_memory;
+  d.multiprocessor_count = p.multiprocessor_count;
+  d.warp_size = p.warp_size;
+  d.max_threads_per_block = p.max_threads_per_block;
+  d.max_block_dim = {p.max_block_dim[0], p.max_block_dim[1], p.max_block_dim[2]};
+  d.max_grid_dim = {p.max_grid_dim[0], p.max_grid_dim[1], p.max_grid_dim[2]};
+  d.max_shared_memory_per_block = p.max_shared_memory_per_block;
+  d.max_shared_memory_per_block_optin =
+      std::max(p.max_shared_memory_per_block_optin, p.max_shared_memory_per_block);
+  d.compute_capability_major = p.compute_capability_major;
+  d.compute_capability_minor = p.compute_capability_minor;
+  d.accepts_ptx = (p.image_formats & (1u << SPARKRT_IMAGE_PTX)) != 0;
+  d.accepts_cubin = (p.image_formats & (1u << SPARKRT_IMAGE_CUBIN)) != 0;
+  return d;
+}
+
+// Opens device `index` of a loaded plugin.
+absl::StatusOr<std::unique_ptr<DeviceState>> open_on(std::shared_ptr<Plugin> plugin, int index) {
+  const SparkrtPluginApi& api = plugin->api();
+  const std::string& name = plugin->name();
+  SparkrtDeviceCountArgs count{SPARKRT_DEVICE_COUNT_ARGS_SIZE, 0};
+  if (auto s = plugin->status(api.device_count(&count), name + ": device_count"); !s.ok())
+    return s;
+  if (count.count <= 0)
+    return absl::NotFoundError(absl::StrFormat("%s: no devices (plugin %s)", name, plugin->path()));
+  if (index >= count.count)
+    return absl::OutOfRangeError(absl::StrFormat(
+        "%s: device index %d requested, %d device(s) present (indices 0..%d); check "
+        "SPARKRT_DEVICE",
+        name, index, count.count, count.count - 1));
+
+  SparkrtDeviceOpenArgs open{SPARKRT_DEVICE_OPEN_ARGS_SIZE, index, nullptr};
+  if (auto s = plugin->status(api.device_open(&open), absl::StrFormat("%s: device_open(%d)", name, index));
+      !s.ok())
+    return s;
+  auto state = std::make_unique<DeviceState>();
+  state->plugin = std::move(plugin);
+  state->api = &api;
+  state->native = open.device;
+  state->index = index;
+
+  SparkrtDeviceProperties props{};
+  props.struct_size = SPARKRT_DEVICE_PROPERTIES_SIZE;
+  SparkrtDeviceGetPropertiesArgs get{SPARKRT_DEVICE_GET_PROPERTIES_ARGS_SIZE, open.device, &props};
+  if (auto s = state->plugin->status(api.device_get_properties(&get), name + ": device_get_properties");
+      !s.ok()) {
+    SparkrtDeviceCloseArgs close{SPARKRT_DEVICE_CLOSE_ARGS_SIZE, open.device};
+    state->plugin->status(api.device_close(&close), name + ": device_close").IgnoreError();
+    return s;
+  }
+  state->properties = convert(props);
+  detail::log_debug(absl::StrFormat("opened %s device %d: %s (%s)", name, index,
+                                    state->properties.name, state->properties.architecture));
+  return state;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceState>> open_named(const std::string& backend, int index) {
+  if (is_path(backend)) {
+    detail::log_debug(absl::StrFormat("backend given as a path: %s", backend));
+    auto plugin = Plugin::load(backend);
+    if (!plugin.ok()) return plugin.status();
+    return open_on(*std::move(plugin), index);
+  }
+  const auto files = detail::discover_plugins();
+  for (const auto& file : files) {
+    if (file.name != backend) continue;
+    detail::log_debug(absl::StrFormat("backend '%s' -> %s", backend, file.path));
+    auto plugin = Plugin::load(file.path);
+    if (!plugin.ok()) return plugin.status();
+    return open_on(*std::move(plugin), index);
+  }
+  std::vector<std::string> names;
+  for (const auto& file : files) names.push_back(file.name);
+  return absl::NotFoundError(absl::StrFormat(
+      "backend '%s' not found: no %s in [%s]; backends available: [%s]. Set SPARKRT_BACKEND to "
+      "one of them or to a plugin path, or add its folder to SPARKRT_PLUGIN_PATH",
+      backend, detail::plugin_file_name(backend), absl::StrJoin(detail::plugin_folders(), ", "),
+      absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceState>> open_auto(int index) {
+  const auto files = detail::discover_plugins();
+  std::vector<detail::PluginFile> order;
+  for (const char* name : kAutoOrder) {
+    for (const auto& f : files)
+      if (f.name == name) order.push_back(f);
+  }
+  for (const auto& f : files) {
+    const bool listed = std::any_of(std::begin(kAutoOrder), std::end(kAutoOrder),
+                                    [&](const char* n) { return f.name == n; });
+    if (!listed && f.name != kMock) order.push_back(f);
+  }
+  std::vector<std::string> tried;
+  for (const auto& f : order) {
+    detail::log_debug(absl::StrFormat("auto: trying '%s' (%s)", f.name, f.path));
+    auto plugin = Plugin::load(f.path);
+    absl::StatusOr<std::unique_ptr<DeviceState>> state =
+        plugin.ok() ? open_on(*std::move(plugin), index) : plugin.status();
+    if (state.ok()) {
+      detail::log_debug(absl::StrFormat("auto: selected '%s'", f.name));
+      return state;
+    }
+    detail::log_debug(absl::StrFormat("auto: '%s' unusable: %s", f.name, state.status().message()));
+    tried.push_back(absl::StrFormat("  %s (%s): %s", f.name, f.path, state.status().message()));
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "no usable backend (SPARKRT_BACKEND unset or 'auto'); searched [%s]%s%s\nSet "
+      "SPARKRT_BACKEND to a backend name or plugin path (the recording mock is never chosen "
+      "automatically: SPARKRT_BACKEND=mock), or add a plugin folder to SPARKRT_PLUGIN_PATH",
+      absl::StrJoin(detail::plugin_folders(), ", "), tried.empty() ? "; no real backend plugin found" : "; tried:\n",
+      absl::StrJoin(tried, "\n")));
+}
+
+absl::Status closed_error(const DeviceState& s) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s device %d is closed", s.plugin->name(), s.index));
+}
+
+}  // namespace
+
+// ---- Kernel ------------------------------------------------------------------
+
+const std::string& Kernel::module() const { return record_->module; }
+const std::string& Kernel::entry() const { return record_->signature.entry; }
+const KernelSignature& Kernel::signature() const { return record_->signature; }
+
+// ---- Device: lifetime ----------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Device>> Device::open(const OpenOptions& options) {
+  std::string backend = options.backend;
+  if (backend.empty()) {
+    const char* env = std::getenv("SPARKRT_BACKEND");
+    backend = env != nullptr && *env != '\0' ? env : "auto";
+  }
+  auto index = device_index_from(options);
+  if (!index.ok()) return index.status();
+  detail::log_debug(absl::StrFormat("opening backend '%s', device %d", backend, *index));
+  auto state = backend == "auto" ? open_auto(*index) : open_named(backend, *index);
+  if (!state.ok()) return state.status();
+  return std::unique_ptr<Device>(new Device(*std::move(state)));
+}
+
+Device::Device(std::unique_ptr<detail::DeviceState> state) : state_(std::move(state)) {}
+
+Device::~Device() {
+  if (auto s = close(); !s.ok()) detail::log_debug(absl::StrFormat("close: %s", s.message()));
+}
+
+absl::Status Device::close() {
+  DeviceState& s = *state_;
+  if (s.closed.exchange(true)) return absl::OkStatus();
+  absl::Status first;
+  {
+    absl::MutexLock lock(&s.mu);
+    // Records stay until the Device is destroyed, so stale Kernel handles
+    // fail cleanly instead of dangling.
+    for (auto& [name, module] : s.modules) {
+      SparkrtModuleUnloadArgs args{SPARKRT_MODULE_UNLOAD_ARGS_SIZE, module->native};
+      first.Update(s.plugin->status(s.api->module_unload(&args), "module_unload(" + name + ")"));
+      module->native = nullptr;
+    }
+  }
+  SparkrtDeviceCloseArgs args{SPARKRT_DEVICE_CLOSE_ARGS_SIZE, s.native};
+  first.Update(s.plugin->status(s.api->device_close(&args), s.plugin->name() + ": device_close"));
+  detail::log_debug(absl::StrFormat("closed %s device %d", s.plugin->name(), s.index));
+  return first;
+}
+
+const std::string& Device::backend_name() const { return state_->plugin->name(); }
+const std::string& Device::plugin_path() const { return state_->plugin->path(); }
+const std::string& Device::plugin_version() const { return state_->plugin->version(); }
+int Device::index() const { return state_->index; }
+const DeviceProperties& Device::properties() const { return state_->properties; }
+SparkrtDevice* Device::native_handle() const { return state_->native; }
+
+// ---- Device: kernels -------------------------------------------------------------
+
+absl::StatusOr<Kernel> Device::kernel(std::string_view module, std::string_view entry) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  const std::string module_name(module);
+  const std::string entry_name(entry);
+  absl::MutexLock lock(&s.mu);
+
+  auto it = s.modules.find(module_name);
+  if (it == s.modules.end()) {
+    auto image = find_module(module, s.properties.architecture);
+    if (!image.ok()) return image.status();
+    auto signatures = parse_ptx_signatures(image->ptx);
+    if (!signatures.ok())
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kernel module '%s' (%s): malformed PTX: %s", module, image->origin,
+          signatures.status().message()));
+
+    SparkrtModuleLoadArgs load{};
+    load.struct_size = SPARKRT_MODULE_LOAD_ARGS_SIZE;
+    load.device = s.native;
+    load.name = module_name.c_str();
+    std::string loaded_as;
+    if (!image->cubin.empty() && s.properties.accepts_cubin) {
+      load.format = SPARKRT_IMAGE_CUBIN;
+      load.image = image->cubin.data();
+      load.image_size = image->cubin.size();
+      loaded_as = image->cubin_arch + " cubin";
+    } else if (s.properties.accepts_ptx) {
+      load.format = SPARKRT_IMAGE_PTX;
+      load.image = image->ptx.c_str();  // NUL-terminated
+      load.image_size = image->ptx.size();
+      loaded_as = "PTX";
+    } else {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "kernel module '%s' (%s): the %s device takes neither PTX nor a %s cubin", module,
+          image->origin, s.plugin->name(), s.properties.architecture));
+    }
+    if (auto st = s.plugin->status(
+            s.api->module_load(&load),
+            absl::StrFormat("%s: loading kernel module '%s' (%s, %s)", s.plugin->name(), module,
+                            image->origin, loaded_as));
+        !st.ok())
+      return st;
+    detail::log_debug(absl::StrFormat("module %s loaded on %s device %d from %s (%s)", module,
+                                      s.plugin->name(), s.index, image->origin, loaded_as));
+    auto record = std::make_unique<detail::ModuleRecord>();
+    record->name = module_name;
+    record->origin = absl::StrFormat("%s, %s", image->origin, loaded_as);
+    record->native = load.module;
+    record->signatures = *std::move(signatures);
+    it = s.modules.emplace(module_name, std::move(record)).first;
+  }
+
+  detail::ModuleRecord& m = *it->second;
+  if (auto k = m.kernels.find(entry_name); k != m.kernels.end()) return Kernel(k->second.get());
+
+  const KernelSignature* sig = nullptr;
+  for (const auto& candidate : m.signatures)
+    if (candidate.entry == entry) sig = &candidate;
+  if (sig == nullptr) {
+    std::vector<std::string> entries;
+    for (const auto& candidate : m.signatures) entries.push_back(candidate.entry);
+    return absl::NotFoundError(absl::StrFormat(
+        "kernel module '%s' (%s) has no entry '%s'; its entries: [%s]", module, m.origin, entry,
+        absl::StrJoin(entries, ", ")));
+  }
+  std::vector<SparkrtParamInfo> params;
+  params.reserve(sig->params.size());
+  for (const auto& p : sig->params) params.push_back({p.offset, p.size, p.align});
+  SparkrtKernelGetArgs get{};
+  get.struct_size = SPARKRT_KERNEL_GET_ARGS_SIZE;
+  get.module = m.native;
+  get.entry = entry_name.c_str();
+  get.params = params.data();
+  get.num_params = static_cast<uint32_t>(params.size());
+  if (auto st = s.plugin->status(
+          s.api->kernel_get(&get),
+          absl::StrFormat("%s: resolving %s.%s", s.plugin->name(), module, entry));
+      !st.ok())
+    return st;
+  auto record = std::make_unique<detail::KernelRecord>(
+      detail::KernelRecord{&s, module_name, *sig, get.kernel});
+  const detail::KernelRecord* handle = record.get();
+  m.kernels.emplace(entry_name, std::move(record));
+  return Kernel(handle);
+}
+
+// ---- Device: memory and copies -------------------------------------------------
+
+absl::StatusOr<DevicePtr> Device::alloc(size_t bytes) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  if (bytes == 0)
+    return absl::InvalidArgumentError("alloc(0 bytes): allocations must be at least one byte");
+  SparkrtMemAllocArgs args{SPARKRT_MEM_ALLOC_ARGS_SIZE, s.native, bytes, 0};
+  if (SparkrtError* e = s.api->mem_alloc(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: alloc(%d bytes)", s.plugin->name(), bytes));
+  return DevicePtr(args.ptr);
+}
+
+absl::Status Device::free(DevicePtr ptr) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  SparkrtMemFreeArgs args{SPARKRT_MEM_FREE_ARGS_SIZE, s.native, ptr.addr};
+  if (SparkrtError* e = s.api->mem_free(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: free(0x%x)", s.plugin->name(), ptr.addr));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> Device::alloc_host(size_t bytes) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  if (bytes == 0)
+    return absl::InvalidArgumentError("alloc_host(0 bytes): allocations must be at least one byte");
+  SparkrtHostAllocArgs args{SPARKRT_HOST_ALLOC_ARGS_SIZE, s.native, bytes, nullptr};
+  if (SparkrtError* e = s.api->host_alloc(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: alloc_host(%d bytes)", s.plugin->name(), bytes));
+  return args.ptr;
+}
+
+absl::Status Device::free_host(void* ptr) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  SparkrtHostFreeArgs args{SPARKRT_HOST_FREE_ARGS_SIZE, s.native, ptr};
+  if (SparkrtError* e = s.api->host_free(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: free_host(%p)", s.plugin->name(), ptr));
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status do_memset(DeviceState& s, DevicePtr dst, uint8_t value, size_t bytes, Stream stream,
+                       bool blocking) {
+  if (s.closed) return closed_error(s);
+  SparkrtMemsetArgs args{SPARKRT_MEMSET_ARGS_SIZE, s.native, dst.addr, value, bytes,
+                         stream.handle, blocking ? 1 : 0};
+  if (SparkrtError* e = s.api->memset(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: memset%s(0x%x, %d bytes)", s.plugin->name(),
+                                                blocking ? "" : "_async", dst.addr, bytes));
+  return absl::OkStatus();
+}
+
+absl::Status do_copy(DeviceState& s, SparkrtCopyKind kind, DevicePtr dst_dev, DevicePtr src_dev,
+                     void* dst_host, const void* src_host, size_t bytes, Stream stream,
+                     bool blocking) {
+  if (s.closed) return closed_error(s);
+  if ((kind == SPARKRT_COPY_H2D && src_host == nullptr && bytes > 0) ||
+      (kind == SPARKRT_COPY_D2H && dst_host == nullptr && bytes > 0))
+    return absl::InvalidArgumentError("copy: null host pointer");
+  SparkrtMemcpyArgs args{SPARKRT_MEMCPY_ARGS_SIZE, s.native, kind, dst_dev.addr, src_dev.addr,
+                         dst_host, src_host, bytes, stream.handle, blocking ? 1 : 0};
+  if (SparkrtError* e = s.api->memcpy(&args)) {
+    static constexpr const char* kNames[] = {"", "copy_h2d", "copy_d2h", "copy_d2d"};
+    return s.plugin->status(
+        e, absl::StrFormat("%s: %s%s(%d bytes, stream %d)", s.plugin->name(), kNames[kind],
+                           blocking ? "" : "_async", bytes, stream.handle));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Device::memset(DevicePtr dst, uint8_t value, size_t bytes) {
+  return do_memset(*state_, dst, value, bytes, Stream{}, true);
+}
+absl::Status Device::memset_async(DevicePtr dst, uint8_t value, size_t bytes, Stream stream) {
+  return do_memset(*state_, dst, value, bytes, stream, false);
+}
+absl::Status Device::copy_h2d(const void* src, DevicePtr dst, size_t bytes) {
+  return do_copy(*state_, SPARKRT_COPY_H2D, dst, {}, nullptr, src, bytes, {}, true);
+}
+absl::Status Device::copy_d2h(DevicePtr src, void* dst, size_t bytes) {
+  return do_copy(*state_, SPARKRT_COPY_D2H, {}, src, dst, nullptr, bytes, {}, true);
+}
+absl::Status Device::copy_d2d(DevicePtr src, DevicePtr dst, size_t bytes) {
+  return do_copy(*state_, SPARKRT_COPY_D2D, dst, src, nullptr, nullptr, bytes, {}, true);
+}
+absl::Status Device::copy_h2d_async(const void* src, DevicePtr dst, size_t bytes, Stream stream) {
+  return do_copy(*state_, SPARKRT_COPY_H2D, dst, {}, nullptr, src, bytes, stream, false);
+}
+absl::Status Device::copy_d2h_async(DevicePtr src, void* dst, size_t bytes, Stream stream) {
+  return do_copy(*state_, SPARKRT_COPY_D2H, {}, src, dst, nullptr, bytes, stream, false);
+}
+absl::Status Device::copy_d2d_async(DevicePtr src, DevicePtr dst, size_t bytes, Stream stream) {
+  return do_copy(*state_, SPARKRT_COPY_D2D, dst, src, nullptr, nullptr, bytes, stream, false);
+}
+
+// ---- Device: streams and events ----------------------------------------------
+
+absl::StatusOr<Stream> Device::create_stream() {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  SparkrtStreamCreateArgs args{SPARKRT_STREAM_CREATE_ARGS_SIZE, s.native, 0};
+  if (SparkrtError* e = s.api->stream_create(&args))
+    return s.plugin->status(e, s.plugin->name() + ": create_stream");
+  return Stream{args.stream};
+}
+
+absl::Status Device::destroy_stream(Stream stream) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  SparkrtStreamArgs args{SPARKRT_STREAM_ARGS_SIZE, s.native, stream.handle};
+  if (SparkrtError* e = s.api->stream_destroy(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: destroy_stream(%d)", s.plugin->name(), stream.handle));
+  return absl::OkStatus();
+}
+
+absl::Status Device::synchronize(Stream stream) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  SparkrtStreamArgs args{SPARKRT_STREAM_ARGS_SIZE, s.native, stream.handle};
+  if (SparkrtError* e = s.api->stream_synchronize(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: synchronize(stream %d)", s.plugin->name(), stream.handle));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Event> Device::create_event() {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  SparkrtEventCreateArgs args{SPARKRT_EVENT_CREATE_ARGS_SIZE, s.native, 0};
+  if (SparkrtError* e = s.api->event_create(&args))
+    return s.plugin->status(e, s.plugin->name() + ": create_event");
+  return Event{args.event};
+}
+
+namespace {
+absl::Status event_call(DeviceState& s, SparkrtEventFn fn, const char* what, Event event,
+                        Stream stream) {
+  if (s.closed) return closed_error(s);
+  SparkrtEventArgs args{SPARKRT_EVENT_ARGS_SIZE, s.native, event.handle, stream.handle};
+  if (SparkrtError* e = fn(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: %s(event %d, stream %d)", s.plugin->name(),
+                                                what, event.handle, stream.handle));
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Device::destroy_event(Event event) {
+  return event_call(*state_, state_->api->event_destroy, "destroy_event", event, {});
+}
+absl::Status Device::record_event(Event event, Stream stream) {
+  return event_call(*state_, state_->api->event_record, "record_event", event, stream);
+}
+absl::Status Device::synchronize_event(Event event) {
+  return event_call(*state_, state_->api->event_synchronize, "synchronize_event", event, {});
+}
+absl::Status Device::wait_event(Stream stream, Event event) {
+  return event_call(*state_, state_->api->stream_wait_event, "wait_event", event, stream);
+}
+
+absl::StatusOr<float> Device::elapsed_ms(Event start, Event end) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  SparkrtEventElapsedArgs args{SPARKRT_EVENT_ELAPSED_ARGS_SIZE, s.native, start.handle, end.handle, 0.f};
+  if (SparkrtError* e = s.api->event_elapsed(&args))
+    return s.plugin->status(e, absl::StrFormat("%s: elapsed_ms(event %d, event %d)", s.plugin->name(),
+                                                start.handle, end.handle));
+  return args.milliseconds;
+}
+
+const void* Device::extension(std::string_view name) const {
+  const DeviceState& s = *state_;
+  const std::string n(name);
+  SparkrtGetExtensionArgs args{SPARKRT_GET_EXTENSION_ARGS_SIZE, n.c_str(), nullptr};
+  if (SparkrtError* e = s.api->get_extension(&args)) {
+    s.plugin->status(e, "get_extension").IgnoreError();
+    return nullptr;
+  }
+  return args.extension;
+}
+
+}  // namespace sparkrt

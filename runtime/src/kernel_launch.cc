@@ -1,0 +1,122 @@
+// The launch path: validate against the signature and the device limits,
+// then one call through the plugin table. Nothing here allocates unless a
+// check fails and a message must be built.
+#include "sparkrt/kernel_launch.h"
+
+#include "absl/strings/str_format.h"
+#include "device_state.h"
+
+namespace sparkrt {
+namespace {
+
+const char* kind_name(uint8_t kind) {
+  switch (static_cast<ArgKind>(kind)) {
+    case ArgKind::kPtr: return "DevicePtr";
+    case ArgKind::kU32: return "uint32_t";
+    case ArgKind::kI32: return "int32_t";
+    case ArgKind::kU64: return "uint64_t";
+    case ArgKind::kI64: return "int64_t";
+    case ArgKind::kF32: return "float";
+    case ArgKind::kF64: return "double";
+    case ArgKind::kBytes: return "struct";
+  }
+  return "?";
+}
+
+std::string dims(Dim3 d) { return absl::StrFormat("(%d, %d, %d)", d.x, d.y, d.z); }
+
+absl::Status check_dims(const std::string& entry, const char* what, Dim3 d, Dim3 limit) {
+  if (d.x == 0 || d.y == 0 || d.z == 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %s %s has a zero dimension%s", entry, what, dims(d),
+        d == Dim3{0, 0, 0} ? absl::StrFormat(" (was .%s() called?)", what) : ""));
+  if (d.x > limit.x || d.y > limit.y || d.z > limit.z)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %s %s exceeds the device limit %s", entry, what, dims(d), dims(limit)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status KernelLaunch::launch(Stream stream) const {
+  if (!kernel_)
+    return absl::InvalidArgumentError("launch: empty Kernel handle; resolve it with Device::kernel");
+  const detail::KernelRecord& k = *kernel_.record_;
+  detail::DeviceState& s = device_->state();
+  const KernelSignature& sig = k.signature;
+  if (k.owner != &s)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: kernel was resolved on another device; resolve it on this one", sig.entry));
+  if (s.closed)
+    return absl::FailedPreconditionError(absl::StrFormat("%s: device is closed", sig.entry));
+  if (overflow_)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: more than %d arguments or %d bytes of parameters given", sig.entry, kMaxArgs,
+        kMaxParamBytes));
+
+  // The signature check: the classic silent bug is an argument missing or of
+  // the wrong width, which shifts every later argument.
+  const uint32_t declared = static_cast<uint32_t>(sig.params.size());
+  if (num_args_ != declared) {
+    std::string detail;
+    if (num_args_ < declared) {
+      const Param& p = sig.params[num_args_];
+      detail = absl::StrFormat("missing #%d %s", num_args_, param_type_name(p.type, p.size));
+    } else {
+      detail = absl::StrFormat("extra #%d %s", declared, kind_name(kinds_[declared]));
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d parameters declared, %d given (%s)", sig.entry, declared, num_args_, detail));
+  }
+  for (uint32_t i = 0; i < num_args_; ++i) {
+    const Param& p = sig.params[i];
+    if (sizes_[i] != p.size)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: parameter #%d (%s) is %s (%d bytes), given %s (%d bytes)", sig.entry, i, p.name,
+          param_type_name(p.type, p.size), p.size, kind_name(kinds_[i]), sizes_[i]));
+    if (offsets_[i] != p.offset)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: parameter #%d (%s) is declared at offset %d (.align %d), given at %d (alignment "
+          "%d); give the struct the kernel's alignment with alignas(%d)",
+          sig.entry, i, p.name, p.offset, p.align, offsets_[i], aligns_[i], p.align));
+  }
+
+  const DeviceProperties& props = s.properties;
+  if (auto st = check_dims(sig.entry, "grid", grid_, props.max_grid_dim); !st.ok()) return st;
+  if (auto st = check_dims(sig.entry, "block", block_, props.max_block_dim); !st.ok()) return st;
+  if (block_.volume() > props.max_threads_per_block)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: block %s has %d threads, the device allows %d per block", sig.entry, dims(block_),
+        block_.volume(), props.max_threads_per_block));
+  if (shared_mem_ > props.max_shared_memory_per_block_optin)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d bytes of dynamic shared memory requested, the device allows %d per block",
+        sig.entry, shared_mem_, props.max_shared_memory_per_block_optin));
+
+  SparkrtLaunchArgs args;
+  args.struct_size = SPARKRT_LAUNCH_ARGS_SIZE;
+  args.device = s.native;
+  args.kernel = k.native;
+  args.grid[0] = grid_.x;
+  args.grid[1] = grid_.y;
+  args.grid[2] = grid_.z;
+  args.block[0] = block_.x;
+  args.block[1] = block_.y;
+  args.block[2] = block_.z;
+  args.shared_memory_bytes = shared_mem_;
+  args.stream = stream.handle;
+  args.params = params_;
+  args.params_size = params_size_;
+  args.num_args = num_args_;
+  args.arg_offsets = offsets_;
+  args.arg_sizes = sizes_;
+  args.arg_kinds = kinds_;
+  if (SparkrtError* e = s.api->launch(&args))
+    return s.plugin->status(
+        e, absl::StrFormat("%s: launch %s.%s grid %s block %s shared %d stream %d", s.plugin->name(),
+                           k.module, sig.entry, dims(grid_), dims(block_), shared_mem_,
+                           stream.handle));
+  return absl::OkStatus();
+}
+
+}  // namespace sparkrt

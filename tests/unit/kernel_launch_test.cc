@@ -1,0 +1,178 @@
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+
+#include "sparkrt/kernel_launch.h"
+
+using sparkrt::ArgKind;
+using sparkrt::arg_kind_of;
+using sparkrt::Device;
+using sparkrt::DevicePtr;
+using sparkrt::Dim3;
+using sparkrt::KernelLaunch;
+
+namespace {
+
+std::unique_ptr<Device> open_mock() {
+  auto dev = Device::open({.backend = "mock"});
+  REQUIRE_MESSAGE(dev.ok(), dev.status().ToString());
+  return *std::move(dev);
+}
+
+bool contains(const absl::Status& s, std::string_view text) {
+  return std::string(s.message()).find(text) != std::string::npos;
+}
+
+struct alignas(8) Axpy {
+  float alpha;
+  uint32_t pad;
+  uint64_t n;
+};
+
+}  // namespace
+
+TEST_CASE("launch builder: C++ types map to argument kinds exactly") {
+  static_assert(arg_kind_of<DevicePtr>() == ArgKind::kPtr);
+  static_assert(arg_kind_of<uint32_t>() == ArgKind::kU32);
+  static_assert(arg_kind_of<int32_t>() == ArgKind::kI32);
+  static_assert(arg_kind_of<uint64_t>() == ArgKind::kU64);
+  static_assert(arg_kind_of<unsigned long long>() == ArgKind::kU64);
+  static_assert(arg_kind_of<int64_t>() == ArgKind::kI64);
+  static_assert(arg_kind_of<float>() == ArgKind::kF32);
+  static_assert(arg_kind_of<double>() == ArgKind::kF64);
+  static_assert(arg_kind_of<Axpy>() == ArgKind::kBytes);
+  static_assert(sparkrt::div_ceil(1000u, 256u) == 4u);
+  static_assert(sparkrt::div_ceil(1024u, 256u) == 4u);
+  static_assert(sparkrt::div_ceil(uint64_t{0}, uint64_t{7}) == 0u);
+  static_assert((DevicePtr(0x1000) + 0x20).addr == 0x1020);
+  CHECK(true);
+}
+
+TEST_CASE("launch builder: packs arguments in the CUDA parameter layout") {
+  auto dev = open_mock();
+  auto k = dev->kernel("vector_ops", "empty_10_args");
+  REQUIRE(k.ok());
+  KernelLaunch l(*dev, *k);
+  l.arg(DevicePtr(0x1111)).arg(DevicePtr(0x2222)).arg(DevicePtr(0x3333)).arg(DevicePtr(0x4444))
+      .arg(uint32_t{5}).arg(uint32_t{6}).arg(uint32_t{7}).arg(uint64_t{0x0807060504030201})
+      .arg(1.5f).arg(-2.25f);
+  REQUIRE(l.num_args() == 10);
+  CHECK(l.params_size() == 64);
+  uint64_t p3 = 0;
+  std::memcpy(&p3, l.params() + 24, 8);
+  CHECK(p3 == 0x4444);
+  uint32_t c = 0;
+  std::memcpy(&c, l.params() + 40, 4);
+  CHECK(c == 7);
+  uint64_t d = 0;
+  std::memcpy(&d, l.params() + 48, 8);  // aligned up from 44
+  CHECK(d == 0x0807060504030201);
+  float f = 0;
+  std::memcpy(&f, l.params() + 60, 4);
+  CHECK(f == -2.25f);
+  // Every packed offset agrees with the PTX signature.
+  for (const auto& p : k->signature().params) CHECK(p.offset + p.size <= l.params_size());
+  CHECK(l.grid({1}).block({1}).launch().ok());
+}
+
+TEST_CASE("launch: the signature check names what is missing, extra or mis-sized") {
+  auto dev = open_mock();
+  auto add = dev->kernel("vector_ops", "vector_add_f32");
+  REQUIRE(add.ok());
+  const DevicePtr a(0x100), b(0x200), out(0x300);
+
+  auto missing = KernelLaunch(*dev, *add).grid({4}).block({256}).arg(a).arg(b).arg(out).launch();
+  CHECK(missing.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(missing.message() == "vector_add_f32: 4 parameters declared, 3 given (missing #3 .u32)",
+                missing.message());
+
+  auto extra = KernelLaunch(*dev, *add).grid({4}).block({256}).arg(a).arg(b).arg(out)
+                   .arg(uint32_t{1}).arg(1.0f).launch();
+  CHECK_MESSAGE(extra.message() == "vector_add_f32: 4 parameters declared, 5 given (extra #4 float)",
+                extra.message());
+
+  auto wide = KernelLaunch(*dev, *add).grid({4}).block({256}).arg(a).arg(b).arg(out)
+                  .arg(uint64_t{1024}).launch();
+  CHECK(wide.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(contains(wide, "parameter #3 (vector_add_f32_param_3) is .u32 (4 bytes), given uint64_t (8 bytes)"),
+                wide.message());
+
+  auto narrow = KernelLaunch(*dev, *add).grid({4}).block({256}).arg(a).arg(uint32_t{1}).arg(out)
+                    .arg(uint32_t{1024}).launch();
+  CHECK_MESSAGE(contains(narrow, "parameter #1"), narrow.message());
+
+  CHECK(KernelLaunch(*dev, *add).grid({4}).block({256}).arg(a).arg(b).arg(out).arg(uint32_t{1024})
+            .launch().ok());
+}
+
+TEST_CASE("launch: struct arguments must match the declared alignment") {
+  auto dev = open_mock();
+  auto axpy = dev->kernel("vector_ops", "axpy_f32");
+  REQUIRE(axpy.ok());
+  CHECK(KernelLaunch(*dev, *axpy).grid({1}).block({32}).arg(Axpy{2.f, 0, 10})
+            .arg(DevicePtr(0x10)).arg(DevicePtr(0x20)).launch().ok());
+  struct Packed {
+    float v[4];
+  };  // 16 bytes, 4-byte aligned: the pointers after it would shift
+  struct Lead {
+    uint32_t x;
+  };
+  auto shifted = KernelLaunch(*dev, *axpy).grid({1}).block({32}).arg(Lead{1}).arg(Packed{})
+                     .arg(DevicePtr(0x20)).launch();
+  CHECK_FALSE(shifted.ok());
+}
+
+TEST_CASE("launch: zero, oversized and unset dimensions and shared memory over the limit") {
+  auto dev = open_mock();
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  const auto& props = dev->properties();
+  auto with = [&](Dim3 grid, Dim3 block, uint32_t smem) {
+    return KernelLaunch(*dev, *fill).grid(grid).block(block).shared_mem(smem)
+        .arg(DevicePtr(0x10)).arg(uint32_t{7}).arg(uint32_t{64}).launch();
+  };
+  CHECK(with({1}, {64}, 0).ok());
+  auto zero = with({0, 1, 1}, {64}, 0);
+  CHECK(zero.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(contains(zero, "grid (0, 1, 1) has a zero dimension"), zero.message());
+  CHECK(contains(with({1}, {0, 1, 1}, 0), "block (0, 1, 1) has a zero dimension"));
+  auto unset = KernelLaunch(*dev, *fill).block({64}).arg(DevicePtr(0x10)).arg(uint32_t{7})
+                   .arg(uint32_t{64}).launch();
+  CHECK_MESSAGE(contains(unset, "was .grid() called?"), unset.message());
+  auto huge_grid = with({1, props.max_grid_dim.y + 1, 1}, {64}, 0);
+  CHECK_MESSAGE(contains(huge_grid, "exceeds the device limit"), huge_grid.message());
+  auto big_block = with({1}, {props.max_threads_per_block, 2, 1}, 0);
+  CHECK_MESSAGE(contains(big_block, "threads, the device allows"), big_block.message());
+  auto smem = with({1}, {64}, props.max_shared_memory_per_block_optin + 1);
+  CHECK_MESSAGE(contains(smem, "bytes of dynamic shared memory requested"), smem.message());
+  CHECK(with({1}, {64}, props.max_shared_memory_per_block_optin).ok());
+}
+
+TEST_CASE("launch: too many arguments is an error, not an overflow") {
+  auto dev = open_mock();
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  KernelLaunch l(*dev, *fill);
+  l.grid({1}).block({1});
+  for (uint32_t i = 0; i < KernelLaunch::kMaxArgs + 3; ++i) l.arg(uint32_t{i});
+  CHECK(l.num_args() == KernelLaunch::kMaxArgs);
+  auto s = l.launch();
+  CHECK_MESSAGE(contains(s, "more than 64 arguments"), s.message());
+}
+
+TEST_CASE("launch: handles from another device or an empty handle are refused") {
+  auto dev1 = open_mock();
+  auto dev2 = open_mock();
+  auto fill = dev1->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  auto other = KernelLaunch(*dev2, *fill).grid({1}).block({1}).arg(DevicePtr(0x10))
+                   .arg(uint32_t{1}).arg(uint32_t{1}).launch();
+  CHECK_MESSAGE(contains(other, "resolved on another device"), other.message());
+  auto empty = KernelLaunch(*dev1, sparkrt::Kernel()).grid({1}).block({1}).launch();
+  CHECK(contains(empty, "empty Kernel handle"));
+  REQUIRE(dev1->close().ok());
+  auto closed = KernelLaunch(*dev1, *fill).grid({1}).block({1}).arg(DevicePtr(0x10))
+                    .arg(uint32_t{1}).arg(uint32_t{1}).launch();
+  CHECK(closed.code() == absl::StatusCode::kFailedPrecondition);
+}
