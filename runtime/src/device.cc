@@ -198,7 +198,7 @@ absl::Status Device::close() {
   if (s.closed.exchange(true)) return absl::OkStatus();
   absl::Status first;
   {
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard<std::mutex> lock(s.mu);
     // Records stay until the Device is destroyed, so stale Kernel handles
     // fail cleanly instead of dangling.
     for (auto& [name, module] : s.modules) {
@@ -227,7 +227,7 @@ absl::StatusOr<Kernel> Device::kernel(std::string_view module, std::string_view 
   if (s.closed) return closed_error(s);
   const std::string module_name(module);
   const std::string entry_name(entry);
-  absl::MutexLock lock(&s.mu);
+  std::lock_guard<std::mutex> lock(s.mu);
 
   auto it = s.modules.find(module_name);
   if (it == s.modules.end()) {
@@ -303,7 +303,11 @@ absl::StatusOr<Kernel> Device::kernel(std::string_view module, std::string_view 
       !st.ok())
     return st;
   auto record = std::make_unique<detail::KernelRecord>(
-      detail::KernelRecord{&s, module_name, *sig, get.kernel});
+      detail::KernelRecord{&s, module_name, *sig, get.kernel, {}, {}});
+  for (const auto& p : sig->params) {
+    record->offsets.push_back(p.offset);
+    record->sizes.push_back(p.size);
+  }
   const detail::KernelRecord* handle = record.get();
   m.kernels.emplace(entry_name, std::move(record));
   return Kernel(handle);

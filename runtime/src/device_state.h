@@ -5,12 +5,11 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "plugin.h"
 #include "sparkrt/device.h"
 #include "sparkrt/signature.h"
@@ -26,6 +25,10 @@ struct KernelRecord {
   std::string module;
   KernelSignature signature;
   SparkrtKernel* native;
+  // The signature's offsets and sizes laid out like KernelLaunch's, so the
+  // launch check is two memcmp calls.
+  std::vector<uint32_t> offsets;
+  std::vector<uint32_t> sizes;
 };
 
 struct ModuleRecord {
@@ -45,8 +48,8 @@ class DeviceState {
   DeviceProperties properties;
   std::atomic<bool> closed{false};
 
-  absl::Mutex mu;  // guards modules; held during a module load
-  absl::flat_hash_map<std::string, std::unique_ptr<ModuleRecord>> modules ABSL_GUARDED_BY(mu);
+  std::mutex mu;  // guards modules; held during a module load
+  absl::flat_hash_map<std::string, std::unique_ptr<ModuleRecord>> modules;
 };
 
 }  // namespace sparkrt::detail

@@ -3,6 +3,8 @@
 // check fails and a message must be built.
 #include "sparkrt/kernel_launch.h"
 
+#include <cstring>
+
 #include "absl/strings/str_format.h"
 #include "device_state.h"
 
@@ -38,24 +40,8 @@ absl::Status check_dims(const std::string& entry, const char* what, Dim3 d, Dim3
 
 }  // namespace
 
-absl::Status KernelLaunch::launch(Stream stream) const {
-  if (!kernel_)
-    return absl::InvalidArgumentError("launch: empty Kernel handle; resolve it with Device::kernel");
-  const detail::KernelRecord& k = *kernel_.record_;
-  detail::DeviceState& s = device_->state();
+absl::Status KernelLaunch::signature_error(const detail::KernelRecord& k) const {
   const KernelSignature& sig = k.signature;
-  if (k.owner != &s)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: kernel was resolved on another device; resolve it on this one", sig.entry));
-  if (s.closed)
-    return absl::FailedPreconditionError(absl::StrFormat("%s: device is closed", sig.entry));
-  if (overflow_)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: more than %d arguments or %d bytes of parameters given", sig.entry, kMaxArgs,
-        kMaxParamBytes));
-
-  // The signature check: the classic silent bug is an argument missing or of
-  // the wrong width, which shifts every later argument.
   const uint32_t declared = static_cast<uint32_t>(sig.params.size());
   if (num_args_ != declared) {
     std::string detail;
@@ -80,18 +66,58 @@ absl::Status KernelLaunch::launch(Stream stream) const {
           "%d); give the struct the kernel's alignment with alignas(%d)",
           sig.entry, i, p.name, p.offset, p.align, offsets_[i], aligns_[i], p.align));
   }
+  return absl::InternalError(absl::StrFormat("%s: argument check failed", sig.entry));
+}
 
-  const DeviceProperties& props = s.properties;
-  if (auto st = check_dims(sig.entry, "grid", grid_, props.max_grid_dim); !st.ok()) return st;
-  if (auto st = check_dims(sig.entry, "block", block_, props.max_block_dim); !st.ok()) return st;
+absl::Status KernelLaunch::limits_error(const detail::KernelRecord& k,
+                                        const DeviceProperties& props) const {
+  const std::string& entry = k.signature.entry;
+  if (auto st = check_dims(entry, "grid", grid_, props.max_grid_dim); !st.ok()) return st;
+  if (auto st = check_dims(entry, "block", block_, props.max_block_dim); !st.ok()) return st;
   if (block_.volume() > props.max_threads_per_block)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: block %s has %d threads, the device allows %d per block", sig.entry, dims(block_),
+        "%s: block %s has %d threads, the device allows %d per block", entry, dims(block_),
         block_.volume(), props.max_threads_per_block));
-  if (shared_mem_ > props.max_shared_memory_per_block_optin)
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: %d bytes of dynamic shared memory requested, the device allows %d per block", entry,
+      shared_mem_, props.max_shared_memory_per_block_optin));
+}
+
+absl::Status KernelLaunch::launch(Stream stream) const {
+  if (!kernel_)
+    return absl::InvalidArgumentError("launch: empty Kernel handle; resolve it with Device::kernel");
+  const detail::KernelRecord& k = *kernel_.record_;
+  detail::DeviceState& s = device_->state();
+  const KernelSignature& sig = k.signature;
+  if (k.owner != &s)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: %d bytes of dynamic shared memory requested, the device allows %d per block",
-        sig.entry, shared_mem_, props.max_shared_memory_per_block_optin));
+        "%s: kernel was resolved on another device; resolve it on this one", sig.entry));
+  if (s.closed)
+    return absl::FailedPreconditionError(absl::StrFormat("%s: device is closed", sig.entry));
+  if (overflow_)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: more than %d arguments or %d bytes of parameters given", sig.entry, kMaxArgs,
+        kMaxParamBytes));
+
+  // The signature check: the classic silent bug is an argument missing or of
+  // the wrong width, which shifts every later argument. Fast path first; the
+  // message is built only on failure.
+  const uint32_t declared = static_cast<uint32_t>(k.sizes.size());
+  const bool args_match =
+      num_args_ == declared &&
+      (declared == 0 ||  // memcmp must not see the empty vectors' null data()
+       (std::memcmp(sizes_, k.sizes.data(), declared * sizeof(uint32_t)) == 0 &&
+        std::memcmp(offsets_, k.offsets.data(), declared * sizeof(uint32_t)) == 0));
+  if (!args_match) return signature_error(k);
+
+  const DeviceProperties& props = s.properties;
+  // (d - 1) < limit is 1 <= d <= limit in one unsigned comparison.
+  const bool dims_ok = grid_.x - 1 < props.max_grid_dim.x && grid_.y - 1 < props.max_grid_dim.y &&
+                       grid_.z - 1 < props.max_grid_dim.z && block_.x - 1 < props.max_block_dim.x &&
+                       block_.y - 1 < props.max_block_dim.y && block_.z - 1 < props.max_block_dim.z &&
+                       block_.volume() <= props.max_threads_per_block &&
+                       shared_mem_ <= props.max_shared_memory_per_block_optin;
+  if (!dims_ok) return limits_error(k, props);
 
   SparkrtLaunchArgs args;
   args.struct_size = SPARKRT_LAUNCH_ARGS_SIZE;

@@ -94,6 +94,9 @@ class KernelLaunch {
   uint32_t params_size() const { return params_size_; }
 
  private:
+  absl::Status signature_error(const detail::KernelRecord& k) const;
+  absl::Status limits_error(const detail::KernelRecord& k, const DeviceProperties& props) const;
+
   void push(const void* data, uint32_t size, uint32_t align, ArgKind kind) {
     const uint32_t offset = (params_size_ + align - 1) & ~(align - 1);
     if (num_args_ >= kMaxArgs || offset + size > kMaxParamBytes) {

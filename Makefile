@@ -1,0 +1,73 @@
+# sparkrt: the two commands are `make demo` and `make test`. Both install
+# missing system packages first (Debian 12), configure, build and run.
+#
+#   make deps      install missing build dependencies (apt; only what is missing)
+#   make build     configure (CMake + Ninja) and build into $(BUILD)
+#   make test      build, then run every test (GPU tests skip without a GPU)
+#   make demo      build, then `sparkrt info` and a kernel launch on $(DEMO_BACKEND)
+#   make sanitize  build into $(SANITIZE_BUILD) with ASan + UBSan and run the tests
+#   make install   install into $(PREFIX)
+#   make clean     remove both build folders
+
+BUILD ?= build
+SANITIZE_BUILD ?= build-asan
+PREFIX ?= /usr/local
+DEMO_BACKEND ?= mock
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS ?= 2
+CMAKE_ARGS ?=
+
+# The Debian packages the build needs. nvcc (the CUDA 13 toolkit) comes from
+# NVIDIA, not from Debian: see README.md.
+PACKAGES := cmake ninja-build g++ pkg-config \
+  libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools vulkan-tools \
+  libboost-dev doctest-dev libabsl-dev libbenchmark-dev
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+NVCC_HINT := /usr/local/cuda/bin
+
+CTEST := ctest --output-on-failure --no-tests=error -j$(TEST_JOBS)
+
+.PHONY: deps build test demo sanitize install clean
+
+deps:
+	@missing=""; \
+	for p in $(PACKAGES); do \
+	  dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	else \
+	  echo "deps: all packages present"; \
+	fi
+	@command -v nvcc >/dev/null 2>&1 || [ -x $(NVCC_HINT)/nvcc ] || { \
+	  echo "deps: nvcc not found (looked in PATH and $(NVCC_HINT)); install the CUDA 13 toolkit" \
+	       "from NVIDIA: kernels are compiled to PTX and cubins at build time" >&2; exit 1; }
+
+build: deps
+	cmake -G Ninja -S . -B $(BUILD) $(CMAKE_ARGS)
+	ninja -C $(BUILD) -j$(JOBS)
+
+test: build
+	$(CTEST) --test-dir $(BUILD)
+
+demo: build
+	SPARKRT_BACKEND=$(DEMO_BACKEND) $(BUILD)/bin/sparkrt info
+	@echo
+	SPARKRT_BACKEND=$(DEMO_BACKEND) $(BUILD)/bin/sparkrt demo
+
+# Benchmarks are left out: timings under the sanitizers mean nothing.
+sanitize: deps
+	cmake -G Ninja -S . -B $(SANITIZE_BUILD) -DSPARKRT_SANITIZE=ON \
+	  -DSPARKRT_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug $(CMAKE_ARGS)
+	ninja -C $(SANITIZE_BUILD) -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(CTEST) --test-dir $(SANITIZE_BUILD)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) $(SANITIZE_BUILD)

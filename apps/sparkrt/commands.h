@@ -1,0 +1,31 @@
+// The subcommands of the `sparkrt` tool. Each writes its report to `out` and
+// returns a status; main() turns a failure into a message and exit code 1.
+#ifndef SPARKRT_APPS_SPARKRT_COMMANDS_H_
+#define SPARKRT_APPS_SPARKRT_COMMANDS_H_
+
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace sparkrt::cli {
+
+// Backends found, the folders searched, and the selected device's properties.
+absl::Status run_info(std::ostream& out);
+
+// Kernel modules, their origins and every entry's parameter signature. With
+// names, only those modules (an unknown name is an error).
+absl::Status run_modules(std::span<const std::string_view> names, std::ostream& out);
+
+// One vector_add_f32 launch on the device the environment selects.
+absl::Status run_demo(std::ostream& out);
+
+// "16.0 GiB", "48 KiB", "512 B".
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace sparkrt::cli
+
+#endif  // SPARKRT_APPS_SPARKRT_COMMANDS_H_

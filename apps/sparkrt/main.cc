@@ -1,0 +1,91 @@
+// sparkrt: inspect the runtime's backends, kernel modules and devices.
+//
+// Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
+#include <exception>
+#include <iostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.h"
+
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: sparkrt <command> [args]\n"
+    "\n"
+    "commands:\n"
+    "  info               backends found, folders searched, the selected device\n"
+    "  modules [name...]  kernel modules, where each comes from, entry signatures\n"
+    "  demo               launch vector_add_f32 on the selected device\n"
+    "\n"
+    "options:\n"
+    "  -h, --help         show this help\n"
+    "  --version          print the version\n"
+    "\n"
+    "environment:\n"
+    "  SPARKRT_BACKEND      backend name (cuda, cpu, mock, ...), plugin file, or auto\n"
+    "  SPARKRT_DEVICE       device index (default 0)\n"
+    "  SPARKRT_PLUGIN_PATH  extra plugin folders, ':'-separated, searched first\n"
+    "  SPARKRT_KERNEL_PATH  extra kernel module folders, ':'-separated, searched first\n"
+    "  SPARKRT_LOG=debug    print each plugin load decision\n";
+
+int usage_error(std::string_view message) {
+  std::cerr << "sparkrt: " << message << "\n\n" << kUsage;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty()) return usage_error("no command given");
+
+  const std::string_view command = args[0];
+  const std::span<const std::string_view> rest(args.begin() + 1, args.end());
+  for (std::string_view arg : args) {
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  if (command == "--version") {
+    std::cout << "sparkrt " << SPARKRT_CLI_VERSION << "\n";
+    return 0;
+  }
+
+  enum class Command { kInfo, kModules, kDemo } which;
+  if (command == "info" || command == "demo") {
+    if (!rest.empty()) return usage_error("'" + std::string(command) + "' takes no arguments");
+    which = command == "info" ? Command::kInfo : Command::kDemo;
+  } else if (command == "modules") {
+    for (std::string_view name : rest) {
+      if (name.starts_with("-")) return usage_error("unknown option '" + std::string(name) + "'");
+    }
+    which = Command::kModules;
+  } else if (command.starts_with("-")) {
+    return usage_error("unknown option '" + std::string(command) + "'");
+  } else {
+    return usage_error("unknown command '" + std::string(command) + "'");
+  }
+
+  absl::Status status;
+  try {
+    switch (which) {
+      case Command::kInfo: status = sparkrt::cli::run_info(std::cout); break;
+      case Command::kModules: status = sparkrt::cli::run_modules(rest, std::cout); break;
+      case Command::kDemo: status = sparkrt::cli::run_demo(std::cout); break;
+    }
+  } catch (const std::exception& e) {
+    // The runtime reports errors as statuses; this only guards helpers that
+    // throw (sparkrt/testing/mock.h).
+    status = absl::InternalError(e.what());
+  }
+  std::cout.flush();
+  if (!status.ok()) {
+    std::cerr << "sparkrt " << command << ": " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}

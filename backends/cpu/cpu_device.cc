@@ -1,0 +1,226 @@
+#include "cpu_device.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace sparkrt::cpu {
+namespace {
+
+constexpr uint64_t kAddressBase = 0x6f0000000000;
+constexpr uint64_t kAddressSpan = uint64_t{1} << 40;
+
+// Reference memory seen through the device's address space; the caller holds
+// the device lock for the whole launch.
+class AddressSpaceMemory final : public reference::Memory {
+ public:
+  explicit AddressSpaceMemory(sdk::AddressSpace& space) : space_(space) {}
+  absl::StatusOr<std::byte*> resolve(uint64_t ptr, uint64_t bytes, std::string_view what) override {
+    return space_.resolve(ptr, bytes, what);
+  }
+
+ private:
+  sdk::AddressSpace& space_;
+};
+
+}  // namespace
+
+absl::StatusOr<sdk::Kernel*> CpuModule::get_kernel(std::string_view entry,
+                                                   std::span<const SparkrtParamInfo>) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key(entry);
+  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second.get();
+  reference::KernelFn fn = reference::find(name_, entry);
+  if (fn == nullptr) {
+    std::vector<std::string> known;
+    for (const auto* r = reference::all(); r != nullptr; r = r->next)
+      if (name_ == r->module) known.push_back(r->entry);
+    return absl::UnimplementedError(absl::StrFormat(
+        "cpu: kernel %s.%s has no reference implementation (references in this module: [%s]); "
+        "add one in kernels/reference/ or use a GPU backend",
+        name_, entry, absl::StrJoin(known, ", ")));
+  }
+  auto kernel = std::make_unique<CpuKernel>(name_, key, fn);
+  sdk::Kernel* handle = kernel.get();
+  kernels_.emplace(key, std::move(kernel));
+  return handle;
+}
+
+CpuDevice::CpuDevice(uint64_t serial)
+    : memory_(kAddressBase + serial * kAddressSpan, kAddressSpan) {}
+
+absl::Status CpuDevice::properties(SparkrtDeviceProperties& out) {
+  std::snprintf(out.name, sizeof(out.name), "sparkrt cpu reference device");
+  out.architecture[0] = '\0';
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  out.total_memory = pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : 0;
+  out.multiprocessor_count = 1;
+  out.warp_size = 32;
+  // GPU-like limits, so a launch that passes here is valid on a GPU too.
+  out.max_threads_per_block = 1024;
+  out.max_block_dim[0] = 1024;
+  out.max_block_dim[1] = 1024;
+  out.max_block_dim[2] = 64;
+  out.max_grid_dim[0] = 0x7fffffff;
+  out.max_grid_dim[1] = 65535;
+  out.max_grid_dim[2] = 65535;
+  out.max_shared_memory_per_block = 48 * 1024;
+  out.max_shared_memory_per_block_optin = 227 * 1024;
+  out.compute_capability_major = 0;
+  out.compute_capability_minor = 0;
+  out.image_formats = 1u << SPARKRT_IMAGE_PTX;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<sdk::Module>> CpuDevice::load_module(
+    std::string_view name, SparkrtImageFormat format, std::span<const std::byte>) {
+  if (format != SPARKRT_IMAGE_PTX)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cpu: module %s: only PTX images are accepted", name));
+  // The PTX is not executed: entries resolve to reference implementations.
+  return std::make_unique<CpuModule>(std::string(name));
+}
+
+absl::StatusOr<SparkrtDevicePtr> CpuDevice::alloc(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto a = memory_.allocate(bytes);
+  if (!a.ok()) return a.status();
+  return (*a)->base;
+}
+
+absl::Status CpuDevice::free(SparkrtDevicePtr ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return memory_.release(ptr).status();
+}
+
+absl::Status CpuDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes,
+                               SparkrtStream stream, bool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_stream(stream); !s.ok()) return s;
+  if (bytes == 0) return absl::OkStatus();
+  auto host = memory_.resolve(dst, bytes, "memset destination");
+  if (!host.ok()) return host.status();
+  std::memset(*host, value, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuDevice::memcpy(const SparkrtMemcpyArgs& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_stream(c.stream); !s.ok()) return s;
+  if (c.bytes == 0) return absl::OkStatus();
+  switch (c.kind) {
+    case SPARKRT_COPY_H2D: {
+      auto dst = memory_.resolve(c.dst_device, c.bytes, "copy_h2d destination");
+      if (!dst.ok()) return dst.status();
+      std::memcpy(*dst, c.src_host, c.bytes);
+      return absl::OkStatus();
+    }
+    case SPARKRT_COPY_D2H: {
+      auto src = memory_.resolve(c.src_device, c.bytes, "copy_d2h source");
+      if (!src.ok()) return src.status();
+      std::memcpy(c.dst_host, *src, c.bytes);
+      return absl::OkStatus();
+    }
+    case SPARKRT_COPY_D2D: {
+      auto src = memory_.resolve(c.src_device, c.bytes, "copy_d2d source");
+      if (!src.ok()) return src.status();
+      auto dst = memory_.resolve(c.dst_device, c.bytes, "copy_d2d destination");
+      if (!dst.ok()) return dst.status();
+      std::memmove(*dst, *src, c.bytes);
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrFormat("cpu: unknown copy kind %d", int(c.kind)));
+}
+
+absl::Status CpuDevice::check_stream(SparkrtStream stream) const {
+  if (stream == 0 || streams_.contains(stream)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "cpu: unknown stream %d (never created on this device, or destroyed)", stream));
+}
+
+absl::Status CpuDevice::check_event(SparkrtEvent event) const {
+  if (events_.contains(event)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "cpu: unknown event %d (never created on this device, or destroyed)", event));
+}
+
+absl::StatusOr<SparkrtStream> CpuDevice::create_stream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const SparkrtStream s = next_stream_++;
+  streams_.insert(s);
+  return s;
+}
+
+absl::Status CpuDevice::destroy_stream(SparkrtStream stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream == 0)
+    return absl::InvalidArgumentError("cpu: the default stream (0) cannot be destroyed");
+  if (streams_.erase(stream) == 0) return check_stream(stream);
+  return absl::OkStatus();
+}
+
+absl::Status CpuDevice::synchronize(SparkrtStream stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return check_stream(stream);  // all work is already complete
+}
+
+absl::StatusOr<SparkrtEvent> CpuDevice::create_event() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const SparkrtEvent e = next_event_++;
+  events_.emplace(e, std::nullopt);
+  return e;
+}
+
+absl::Status CpuDevice::destroy_event(SparkrtEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_event(event); !s.ok()) return s;
+  events_.erase(event);
+  return absl::OkStatus();
+}
+
+absl::Status CpuDevice::record_event(SparkrtEvent event, SparkrtStream stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_event(event); !s.ok()) return s;
+  if (auto s = check_stream(stream); !s.ok()) return s;
+  events_[event] = Clock::now();
+  return absl::OkStatus();
+}
+
+absl::Status CpuDevice::synchronize_event(SparkrtEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return check_event(event);
+}
+
+absl::Status CpuDevice::wait_event(SparkrtStream stream, SparkrtEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_event(event); !s.ok()) return s;
+  return check_stream(stream);
+}
+
+absl::StatusOr<float> CpuDevice::elapsed_ms(SparkrtEvent start, SparkrtEvent end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_event(start); !s.ok()) return s;
+  if (auto s = check_event(end); !s.ok()) return s;
+  const auto& a = events_[start];
+  const auto& b = events_[end];
+  if (!a || !b)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cpu: elapsed_ms(%d, %d): both events must be recorded first", start, end));
+  return std::chrono::duration<float, std::milli>(*b - *a).count();
+}
+
+absl::Status CpuDevice::launch(const sdk::Launch& l) {
+  const auto* kernel = static_cast<const CpuKernel*>(l.kernel);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_stream(l.stream); !s.ok()) return s;
+  AddressSpaceMemory memory(memory_);
+  return kernel->fn(reference::Launch(l, memory, kernel->qualified));
+}
+
+}  // namespace sparkrt::cpu

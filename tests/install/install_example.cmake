@@ -1,0 +1,123 @@
+# Installs a sparkrt build, moves the installed tree (the install must be
+# relocatable), then, against the moved tree:
+#  - builds examples/launch_vector_add with find_package(sparkrt) and with
+#    pkg-config, and runs it on the mock backend;
+#  - builds the out-of-tree plugin examples/host_plugin with the SDK and runs
+#    the example on it, where the result is computed and checked.
+#
+# Inputs (-D): BUILD_DIR, EXAMPLES_DIR, WORK_DIR, GENERATOR, CXX_COMPILER,
+# SANITIZE, LIBDIR, PLUGIN_SUBDIR, KERNEL_SUBDIR.
+
+function(run)
+  cmake_parse_arguments(ARG "" "" "COMMAND" ${ARGN})
+  string(JOIN " " shown ${ARG_COMMAND})
+  message(STATUS "$ ${shown}")
+  execute_process(COMMAND ${ARG_COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  message("${out}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (exit code ${rc}): ${shown}")
+  endif()
+  set(run_output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+set(staged ${WORK_DIR}/staged)
+set(prefix ${WORK_DIR}/moved)
+
+run(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${staged})
+file(RENAME ${staged} ${prefix})
+
+foreach(file
+    include/sparkrt/sparkrt.h include/sparkrt/device.h include/sparkrt/kernel_launch.h
+    include/sparkrt/plugin_api.h include/sparkrt/plugin_sdk.h
+    ${LIBDIR}/libsparkrt.so
+    ${PLUGIN_SUBDIR}/libsparkrt_backend_mock.so
+    ${KERNEL_SUBDIR}/vector_ops.ptx
+    bin/sparkrt
+    ${LIBDIR}/cmake/sparkrt/sparkrtConfig.cmake
+    ${LIBDIR}/cmake/sparkrt/sparkrtConfigVersion.cmake
+    ${LIBDIR}/cmake/sparkrt/sparkrtTargets.cmake
+    ${LIBDIR}/pkgconfig/sparkrt.pc)
+  if(NOT EXISTS ${prefix}/${file})
+    message(FATAL_ERROR "not installed: ${file}")
+  endif()
+endforeach()
+# Exactly the build's plugin folder ships: no test fixture, nothing missing.
+file(GLOB plugins RELATIVE ${prefix}/${PLUGIN_SUBDIR} ${prefix}/${PLUGIN_SUBDIR}/*)
+file(GLOB built_plugins RELATIVE ${BUILD_DIR}/${PLUGIN_SUBDIR} ${BUILD_DIR}/${PLUGIN_SUBDIR}/*)
+message(STATUS "installed plugins: ${plugins}")
+if(NOT plugins STREQUAL built_plugins)
+  message(FATAL_ERROR "installed plugins [${plugins}] differ from the build's [${built_plugins}]")
+endif()
+set(EXAMPLE_DIR ${EXAMPLES_DIR}/launch_vector_add)
+
+# The installed CLI finds the installed plugins and kernels from where the tree
+# now is, not from where it was built or first installed.
+set(ENV{SPARKRT_BACKEND} mock)
+run(COMMAND ${prefix}/bin/sparkrt info)
+if(NOT run_output MATCHES "${prefix}/${PLUGIN_SUBDIR}/libsparkrt_backend_mock\\.so")
+  message(FATAL_ERROR "the installed sparkrt did not load the mock from ${prefix}/${PLUGIN_SUBDIR}")
+endif()
+run(COMMAND ${prefix}/bin/sparkrt modules vector_ops)
+if(NOT run_output MATCHES "vector_ops \\(from ${prefix}/${KERNEL_SUBDIR}")
+  message(FATAL_ERROR "the installed sparkrt did not find its kernels in ${prefix}/${KERNEL_SUBDIR}")
+endif()
+
+# A sanitized libsparkrt needs the sanitizer runtime in the executable.
+set(flags "-Wall -Wextra -Werror")
+if(SANITIZE)
+  string(APPEND flags " -fsanitize=address,undefined -fno-omit-frame-pointer")
+endif()
+
+# 1. CMake package.
+set(example_build ${WORK_DIR}/example-cmake)
+run(COMMAND ${CMAKE_COMMAND} -G ${GENERATOR} -S ${EXAMPLE_DIR} -B ${example_build}
+            -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+            "-DCMAKE_CXX_FLAGS=${flags}" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+run(COMMAND ${CMAKE_COMMAND} --build ${example_build})
+run(COMMAND ${example_build}/launch_vector_add)
+message(STATUS "example (CMake package) passed")
+
+# 2. pkg-config, where the tool is installed.
+find_program(PKG_CONFIG pkg-config)
+if(PKG_CONFIG)
+  set(ENV{PKG_CONFIG_PATH} ${prefix}/${LIBDIR}/pkgconfig)
+  run(COMMAND ${PKG_CONFIG} --cflags --libs sparkrt)
+  string(STRIP "${run_output}" pc_flags)
+  separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  separate_arguments(extra UNIX_COMMAND "${flags}")
+  run(COMMAND ${PKG_CONFIG} --variable=libdir sparkrt)
+  string(STRIP "${run_output}" pc_libdir)
+  set(exe ${WORK_DIR}/example-pkgconfig)
+  run(COMMAND ${CXX_COMPILER} -std=c++20 ${extra} ${EXAMPLE_DIR}/main.cc -o ${exe}
+              ${pc_flags} -Wl,-rpath,${pc_libdir})
+  run(COMMAND ${exe})
+  message(STATUS "example (pkg-config) passed")
+else()
+  message(STATUS "pkg-config not found: the pkg-config build of the example was not tried")
+endif()
+
+# 3. An out-of-tree plugin built with the installed SDK, loaded by path and by
+#    name through SPARKRT_PLUGIN_PATH. It computes, so the example checks a + b.
+set(plugin_build ${WORK_DIR}/host-plugin)
+run(COMMAND ${CMAKE_COMMAND} -G ${GENERATOR} -S ${EXAMPLES_DIR}/host_plugin -B ${plugin_build}
+            -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+            "-DCMAKE_CXX_FLAGS=${flags}" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+run(COMMAND ${CMAKE_COMMAND} --build ${plugin_build})
+set(plugin ${plugin_build}/libsparkrt_backend_example_host.so)
+set(ENV{SPARKRT_BACKEND} ${plugin})
+run(COMMAND ${example_build}/launch_vector_add)
+if(NOT run_output MATCHES "all 3000 elements equal a \\+ b")
+  message(FATAL_ERROR "the example did not compute and check a + b on the example_host plugin")
+endif()
+set(ENV{SPARKRT_PLUGIN_PATH} ${plugin_build})
+set(ENV{SPARKRT_BACKEND} example_host)
+run(COMMAND ${prefix}/bin/sparkrt info)
+if(NOT run_output MATCHES "example_host 0\\.1\\.0: 1 device.*device 0 of backend example_host")
+  message(FATAL_ERROR "sparkrt info did not find the example_host plugin through SPARKRT_PLUGIN_PATH")
+endif()
+run(COMMAND ${prefix}/bin/sparkrt demo)
+if(NOT run_output MATCHES "result: all 1000 elements equal a \\+ b")
+  message(FATAL_ERROR "sparkrt demo did not check the computed result on example_host")
+endif()
+message(STATUS "out-of-tree plugin passed")

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU suite: every test labelled `gpu` and the CUDA benchmark, run on a
+# machine with an NVIDIA GPU against a build tree made elsewhere (the GPU
+# image has no abseil; bundle it first with tools/gpu/bundle_runtime_deps.sh,
+# which the target sparkrt_gpu_bundle runs).
+#
+#   tools/gpu/run_gpu_suite.sh [build-dir]      # default: build
+#
+# Logs and results go to $OUT (default ./gpu-results): device.txt,
+# ctest_gpu.log, bench.txt, bench.json. Exit status: non-zero when a test
+# failed or the benchmark did not run.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-build}" && pwd) || { echo "no build folder ${1:-build}" >&2; exit 2; }
+out=${OUT:-$repo/gpu-results}
+mkdir -p "$out"
+
+# CTest files hold the build machine's absolute paths; when the tree was built
+# elsewhere, make those paths lead here.
+orig_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+orig_build=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt")
+if [ -n "$orig_src" ] && [ "$orig_src" != "$repo" ]; then
+  if [ ! -e "$orig_src" ]; then
+    mkdir -p "$(dirname "$orig_src")" && ln -s "$repo" "$orig_src"
+  fi
+  [ "$(cd "$orig_build" 2>/dev/null && pwd -P)" = "$(cd "$build" && pwd -P)" ] ||
+    echo "warning: $orig_build does not lead to $build; ctest paths may not resolve" >&2
+fi
+
+export LD_LIBRARY_PATH="$build/lib/bundled:$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -d /usr/local/nvidia/lib64 ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/nvidia/lib64"
+unset SPARKRT_BACKEND SPARKRT_KERNEL_PATH SPARKRT_PLUGIN_PATH SPARKRT_SYNC_LAUNCHES
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "host: $(uname -srm)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
+  echo "missing libraries:"
+  ldd "$build"/lib/libsparkrt.so "$build"/lib/sparkrt/plugins/*.so "$build"/bin/sparkrt_gpu_bench 2>&1 |
+    grep 'not found' || echo "  none"
+} | tee "$out/device.txt"
+
+status=0
+echo "== ctest -L gpu"
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300 2>&1 | tee "$out/ctest_gpu.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+if [ "${SPARKRT_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  # API errors are expected: the suite feeds the driver bad input on purpose.
+  echo "== compute-sanitizer (memcheck) on the conformance suite"
+  compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 9 \
+    "$build/bin/sparkrt_conformance" --backend=cuda 2>&1 | tail -n 30 |
+    tee "$out/sanitizer.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+echo "== sparkrt_gpu_bench"
+"$build/bin/sparkrt_gpu_bench" --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== done: status $status, results in $out"
+exit $status
