@@ -16,6 +16,9 @@ class CpuBackend final : public sdk::Backend {
       return absl::OutOfRangeError("cpu: the cpu backend has one device, index 0");
     return std::make_unique<CpuDevice>(serial_.fetch_add(1));
   }
+  const void* extension(std::string_view name) override {
+    return name == SPARKRT_GRAPH_EXTENSION_NAME ? sdk::recorded_graph_extension() : nullptr;
+  }
 
  private:
   std::atomic<uint64_t> serial_{0};

@@ -99,9 +99,10 @@ absl::Status CpuDevice::free(SparkrtDevicePtr ptr) {
 }
 
 absl::Status CpuDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes,
-                               SparkrtStream stream, bool) {
+                               SparkrtStream stream, bool blocking) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto s = check_stream(stream); !s.ok()) return s;
+  if (auto s = check_stream_locked(stream); !s.ok()) return s;
+  if (!blocking && graphs_.capturing(stream)) return graphs_.capture_memset(stream, dst, value, bytes);
   if (bytes == 0) return absl::OkStatus();
   auto host = memory_.resolve(dst, bytes, "memset destination");
   if (!host.ok()) return host.status();
@@ -111,7 +112,8 @@ absl::Status CpuDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t byt
 
 absl::Status CpuDevice::memcpy(const SparkrtMemcpyArgs& c) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto s = check_stream(c.stream); !s.ok()) return s;
+  if (auto s = check_stream_locked(c.stream); !s.ok()) return s;
+  if (!c.blocking && graphs_.capturing(c.stream)) return graphs_.capture_copy(c.stream, c);
   if (c.bytes == 0) return absl::OkStatus();
   switch (c.kind) {
     case SPARKRT_COPY_H2D: {
@@ -138,7 +140,12 @@ absl::Status CpuDevice::memcpy(const SparkrtMemcpyArgs& c) {
   return absl::InvalidArgumentError(absl::StrFormat("cpu: unknown copy kind %d", int(c.kind)));
 }
 
-absl::Status CpuDevice::check_stream(SparkrtStream stream) const {
+absl::Status CpuDevice::check_stream(SparkrtStream stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return check_stream_locked(stream);
+}
+
+absl::Status CpuDevice::check_stream_locked(SparkrtStream stream) const {
   if (stream == 0 || streams_.contains(stream)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "cpu: unknown stream %d (never created on this device, or destroyed)", stream));
@@ -161,13 +168,13 @@ absl::Status CpuDevice::destroy_stream(SparkrtStream stream) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stream == 0)
     return absl::InvalidArgumentError("cpu: the default stream (0) cannot be destroyed");
-  if (streams_.erase(stream) == 0) return check_stream(stream);
+  if (streams_.erase(stream) == 0) return check_stream_locked(stream);
   return absl::OkStatus();
 }
 
 absl::Status CpuDevice::synchronize(SparkrtStream stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  return check_stream(stream);  // all work is already complete
+  return check_stream_locked(stream);  // all work is already complete
 }
 
 absl::StatusOr<SparkrtEvent> CpuDevice::create_event() {
@@ -187,7 +194,7 @@ absl::Status CpuDevice::destroy_event(SparkrtEvent event) {
 absl::Status CpuDevice::record_event(SparkrtEvent event, SparkrtStream stream) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto s = check_event(event); !s.ok()) return s;
-  if (auto s = check_stream(stream); !s.ok()) return s;
+  if (auto s = check_stream_locked(stream); !s.ok()) return s;
   events_[event] = Clock::now();
   return absl::OkStatus();
 }
@@ -200,7 +207,7 @@ absl::Status CpuDevice::synchronize_event(SparkrtEvent event) {
 absl::Status CpuDevice::wait_event(SparkrtStream stream, SparkrtEvent event) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto s = check_event(event); !s.ok()) return s;
-  return check_stream(stream);
+  return check_stream_locked(stream);
 }
 
 absl::StatusOr<float> CpuDevice::elapsed_ms(SparkrtEvent start, SparkrtEvent end) {
@@ -218,7 +225,8 @@ absl::StatusOr<float> CpuDevice::elapsed_ms(SparkrtEvent start, SparkrtEvent end
 absl::Status CpuDevice::launch(const sdk::Launch& l) {
   const auto* kernel = static_cast<const CpuKernel*>(l.kernel);
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto s = check_stream(l.stream); !s.ok()) return s;
+  if (auto s = check_stream_locked(l.stream); !s.ok()) return s;
+  if (graphs_.capturing(l.stream)) return graphs_.capture_launch(l.stream, l);
   AddressSpaceMemory memory(memory_);
   return kernel->fn(reference::Launch(l, memory, kernel->qualified));
 }

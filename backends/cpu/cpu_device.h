@@ -17,6 +17,7 @@
 #include "reference/reference.h"
 #include "sparkrt/plugin_sdk.h"
 #include "sparkrt/sdk/address_space.h"
+#include "sparkrt/sdk/graph_recorder.h"
 
 namespace sparkrt::cpu {
 
@@ -45,7 +46,7 @@ class CpuModule final : public sdk::Module {
   absl::flat_hash_map<std::string, std::unique_ptr<CpuKernel>> kernels_;
 };
 
-class CpuDevice final : public sdk::Device {
+class CpuDevice final : public sdk::Device, public sdk::GraphCapable {
  public:
   // `serial` gives each device of a process its own address range, so a
   // pointer from another device is caught.
@@ -74,16 +75,20 @@ class CpuDevice final : public sdk::Device {
 
   absl::Status launch(const sdk::Launch& launch) override;
 
+  sdk::GraphRecorder& graphs() override { return graphs_; }
+  absl::Status check_stream(SparkrtStream stream) override;
+
  private:
   using Clock = std::chrono::steady_clock;
 
-  absl::Status check_stream(SparkrtStream stream) const;  // requires mu_
+  absl::Status check_stream_locked(SparkrtStream stream) const;  // requires mu_
   absl::Status check_event(SparkrtEvent event) const;     // requires mu_
 
   // One lock for memory, handles and execution: a reference runs with its
   // buffers pinned against a concurrent free.
   std::mutex mu_;
   sdk::AddressSpace memory_;
+  sdk::GraphRecorder graphs_;
   absl::flat_hash_set<SparkrtStream> streams_;
   SparkrtStream next_stream_ = 1;
   absl::flat_hash_map<SparkrtEvent, std::optional<Clock::time_point>> events_;

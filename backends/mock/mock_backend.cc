@@ -248,7 +248,9 @@ const SparkrtMockExtension kExtension = {
 };
 
 const void* MockBackend::extension(std::string_view name) {
-  return name == SPARKRT_MOCK_EXTENSION_NAME ? &kExtension : nullptr;
+  if (name == SPARKRT_MOCK_EXTENSION_NAME) return &kExtension;
+  if (name == SPARKRT_GRAPH_EXTENSION_NAME) return sdk::recorded_graph_extension();
+  return nullptr;
 }
 
 }  // namespace

@@ -375,6 +375,7 @@ absl::Status MockDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t by
   std::lock_guard lock(mu_);
   auto s = find_stream(stream, "memset");
   if (!s.ok()) return note("memset", s.status());
+  if (!blocking && graphs_.capturing(stream)) return graphs_.capture_memset(stream, dst, value, bytes);
   if (bytes != 0) {
     auto p = memory_.resolve(dst, bytes, "memset destination");
     if (!p.ok()) return note("memset", p.status());
@@ -405,6 +406,7 @@ absl::Status MockDevice::memcpy(const SparkrtMemcpyArgs& copy) {
   const uint64_t bytes = copy.bytes;
   auto s = find_stream(copy.stream, "memcpy");
   if (!s.ok()) return note("memcpy", s.status());
+  if (!blocking && graphs_.capturing(copy.stream)) return graphs_.capture_copy(copy.stream, copy);
   switch (copy.kind) {
     case SPARKRT_COPY_H2D: {
       if (copy.src_host == nullptr && bytes != 0) {
@@ -478,6 +480,11 @@ absl::Status MockDevice::memcpy(const SparkrtMemcpyArgs& copy) {
 }
 
 // ---- streams and events ---------------------------------------------------
+
+absl::Status MockDevice::check_stream(SparkrtStream stream) {
+  std::lock_guard lock(mu_);
+  return find_stream(stream, "graph").status();
+}
 
 absl::StatusOr<SparkrtStream> MockDevice::create_stream() {
   std::lock_guard lock(mu_);
@@ -654,6 +661,7 @@ absl::Status MockDevice::launch(const sdk::Launch& l) {
                                 l.params.size(), kernel->params[i].size)));
     }
   }
+  if (graphs_.capturing(l.stream)) return graphs_.capture_launch(l.stream, l);
   if (fail_countdown_ != 0 && --fail_countdown_ == 0) {
     ++counters_.launches_failed;
     return note("launch", absl::Status(fail_code_,

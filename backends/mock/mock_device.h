@@ -25,6 +25,7 @@
 #include "sparkrt/extensions/mock.h"
 #include "sparkrt/plugin_sdk.h"
 #include "sparkrt/sdk/address_space.h"
+#include "sparkrt/sdk/graph_recorder.h"
 
 namespace sparkrt::mock {
 
@@ -70,7 +71,7 @@ class MockModule final : public sdk::Module {
   bool device_closing_ = false;
 };
 
-class MockDevice final : public sdk::Device {
+class MockDevice final : public sdk::Device, public sdk::GraphCapable {
  public:
   static constexpr uint64_t kTotalMemory = uint64_t{16} << 30;
   static constexpr uint64_t kAddressBase = 0x7f0000000000;
@@ -96,6 +97,10 @@ class MockDevice final : public sdk::Device {
   absl::Status memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes, SparkrtStream stream,
                       bool blocking) override;
   absl::Status memcpy(const SparkrtMemcpyArgs& copy) override;
+  // ---- sdk::GraphCapable: capture records calls, replays re-issue them ----
+  sdk::GraphRecorder& graphs() override { return graphs_; }
+  absl::Status check_stream(SparkrtStream stream) override;
+
   absl::StatusOr<SparkrtStream> create_stream() override;
   absl::Status destroy_stream(SparkrtStream stream) override;
   absl::Status synchronize(SparkrtStream stream) override;
@@ -186,6 +191,7 @@ class MockDevice final : public sdk::Device {
   void (*on_close_)(sdk::Device*);
   std::mutex mu_;
   sdk::AddressSpace memory_;
+  sdk::GraphRecorder graphs_;
   absl::flat_hash_set<void*> host_allocations_;
   absl::flat_hash_map<SparkrtStream, StreamState> streams_;
   absl::flat_hash_map<SparkrtEvent, EventState> events_;

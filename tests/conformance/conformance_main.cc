@@ -31,7 +31,6 @@ struct Unsupported {
 // line is a gap in what that backend promises.
 constexpr Unsupported kUnsupported[] = {
     {"mock", "kernel results", "the mock records launches but does not execute kernels"},
-    {"mock", "graphs", "the mock does not implement sparkrt.graph.v1 yet"},
     {"cuda", "use-after-free detection",
      "freed memory stays mapped in the driver's pool, so the driver cannot tell a stale pointer "
      "from a live one"},

@@ -7,8 +7,14 @@
 #   tools/gpu/run_gpu_suite.sh [build-dir]      # default: build
 #
 # Logs and results go to $OUT (default ./gpu-results): device.txt,
-# ctest_gpu.log, bench.txt, bench.json. Exit status: non-zero when a test
-# failed or the benchmark did not run.
+# ctest_gpu.log, bench.txt, bench.json, and for the KV-cache ops
+# kv_bench.{txt,json} (sparkrt_kv_cache_bench) and kv_torch.json, kv_table.md
+# (the PyTorch baseline on the same shapes, tools/gpu/kv_torch_baseline.py).
+# Exit status: non-zero when a test failed or a benchmark did not run.
+#
+# Narrower runs: SPARKRT_GPU_TESTS=<ctest regex> runs only the matching gpu
+# tests; SPARKRT_GPU_SKIP_LAUNCH_BENCH=1 skips sparkrt_gpu_bench;
+# SPARKRT_GPU_SKIP_KV_BENCH=1 skips the KV-cache benchmark and its baseline.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd) || { echo "no build folder ${1:-build}" >&2; exit 2; }
@@ -42,7 +48,8 @@ unset SPARKRT_BACKEND SPARKRT_KERNEL_PATH SPARKRT_PLUGIN_PATH SPARKRT_SYNC_LAUNC
 
 status=0
 echo "== ctest -L gpu"
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300 2>&1 | tee "$out/ctest_gpu.log"
+ctest --test-dir "$build" -L gpu ${SPARKRT_GPU_TESTS:+-R "$SPARKRT_GPU_TESTS"} \
+  --output-on-failure --timeout 300 2>&1 | tee "$out/ctest_gpu.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if [ "${SPARKRT_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
@@ -54,9 +61,23 @@ if [ "${SPARKRT_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/nu
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
-echo "== sparkrt_gpu_bench"
-"$build/bin/sparkrt_gpu_bench" --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if [ "${SPARKRT_GPU_SKIP_LAUNCH_BENCH:-0}" != 1 ]; then
+  echo "== sparkrt_gpu_bench"
+  "$build/bin/sparkrt_gpu_bench" --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+if [ "${SPARKRT_GPU_SKIP_KV_BENCH:-0}" != 1 ] && [ -x "$build/bin/sparkrt_kv_cache_bench" ]; then
+  echo "== sparkrt_kv_cache_bench"
+  "$build/bin/sparkrt_kv_cache_bench" --json "$out/kv_bench.json" 2>&1 | tee "$out/kv_bench.txt"
+  if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+    echo "== PyTorch baseline on the same shapes"
+    PYTHONUNBUFFERED=1 python3 "$repo/tools/gpu/kv_torch_baseline.py" --sparkrt "$out/kv_bench.json" \
+      --json "$out/kv_torch.json" --markdown "$out/kv_table.md" || status=1
+  else
+    status=1
+  fi
+fi
 
 echo "== done: status $status, results in $out"
 exit $status

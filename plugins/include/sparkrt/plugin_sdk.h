@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <new>
 #include <span>
 #include <string>
@@ -65,7 +67,9 @@ struct Launch {
 class Device {
  public:
   // Destroys everything the device still owns (streams, events, memory).
-  virtual ~Device() = default;
+  virtual ~Device() {
+    for (void* p : host_allocations_) ::operator delete(p, std::align_val_t{64});
+  }
 
   virtual absl::Status properties(SparkrtDeviceProperties& out) = 0;
   virtual absl::StatusOr<std::unique_ptr<Module>> load_module(
@@ -73,13 +77,22 @@ class Device {
 
   virtual absl::StatusOr<SparkrtDevicePtr> alloc(uint64_t bytes) = 0;
   virtual absl::Status free(SparkrtDevicePtr ptr) = 0;
-  // Default: ordinary aligned host memory.
+  // Default: ordinary aligned host memory, tracked so that freeing a pointer
+  // this device did not hand out is an error, and freed with the device.
   virtual absl::StatusOr<void*> host_alloc(uint64_t bytes) {
     void* p = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
     if (p == nullptr) return absl::ResourceExhaustedError("host_alloc: out of host memory");
+    std::lock_guard<std::mutex> lock(host_mu_);
+    host_allocations_.insert(p);
     return p;
   }
   virtual absl::Status host_free(void* ptr) {
+    {
+      std::lock_guard<std::mutex> lock(host_mu_);
+      if (host_allocations_.erase(ptr) == 0)
+        return absl::InvalidArgumentError(
+            "host_free: pointer was not returned by host_alloc of this device (or already freed)");
+    }
     ::operator delete(ptr, std::align_val_t{64});
     return absl::OkStatus();
   }
@@ -101,6 +114,10 @@ class Device {
   virtual absl::StatusOr<float> elapsed_ms(SparkrtEvent start, SparkrtEvent end) = 0;
 
   virtual absl::Status launch(const Launch& launch) = 0;
+
+ private:
+  std::mutex host_mu_;
+  std::set<void*> host_allocations_;  // from the default host_alloc
 };
 
 class Backend {

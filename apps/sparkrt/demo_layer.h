@@ -1,0 +1,94 @@
+// The synthetic attention layer behind `sparkrt demo`: a few sequences with
+// ragged contexts over one paged bf16 KV cache, and one decode step through
+// the KV-cache ops (sparkrt/ops/kv_cache.h):
+//
+//   fill_slots_from_block_table   one launch per sequence: the new token's slot
+//   fused_k_norm_rope_cache_write_bf16   K: RMSNorm -> RoPE -> cache, rounded once
+//   reshape_and_cache_flash_v_only       V: copied into the same slots
+//   paged_decode_attn_bf16        attention of each sequence's query over its cache
+//
+// The context before the step (every token but the last of each sequence) is
+// written first by the same three cache ops, untimed. Nothing here depends
+// on the backend; the caller compares what two devices, or one device and
+// float64, computed.
+#ifndef SPARKRT_APPS_SPARKRT_DEMO_LAYER_H_
+#define SPARKRT_APPS_SPARKRT_DEMO_LAYER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sparkrt/device.h"
+#include "sparkrt/ops/kv_cache.h"
+
+namespace sparkrt::cli {
+
+struct LayerShape {
+  uint32_t num_q_heads = 16;
+  uint32_t num_kv_heads = 4;
+  uint32_t head_dim = 128;
+  uint32_t rotary_dim = 64;  // partial rotary: the upper half passes through
+  uint32_t block_size = 16;
+  float rms_eps = 1e-6f;
+  float theta = 1e6f;
+  // Tokens in each sequence's cache after the step (the new token included).
+  std::vector<uint32_t> context = {1, 45, 700};
+
+  uint32_t num_seqs() const { return static_cast<uint32_t>(context.size()); }
+  uint32_t kv_row() const { return num_kv_heads * head_dim; }
+  uint32_t q_row() const { return num_q_heads * head_dim; }
+  uint32_t max_context() const;
+  uint32_t max_blocks_per_seq() const;
+};
+
+// Host inputs of the layer: random, never zero, bf16 bits.
+struct LayerInputs {
+  LayerShape shape;
+  uint32_t num_blocks = 0;             // the pool
+  std::vector<int32_t> block_tables;   // [seqs][max_blocks_per_seq], blocks shuffled
+  std::vector<uint16_t> k_in;          // [seq][token][kv_heads][head_dim], pre-norm K
+  std::vector<uint16_t> value;         // [seq][token][kv_heads][head_dim]
+  std::vector<uint16_t> k_norm_weight; // [head_dim]
+  std::vector<uint16_t> q;             // [seqs][num_q_heads][head_dim], the new tokens' queries
+
+  // Offset in k_in / value of sequence s's token t (in kv rows).
+  uint64_t token_row(uint32_t s, uint32_t t) const;
+  static LayerInputs make(const LayerShape& shape, uint64_t seed);
+};
+
+// One op's share of a timed step.
+struct OpTiming {
+  std::string op;
+  uint32_t launches = 0;  // per step
+  double median_us = 0;
+  uint64_t bytes = 0;     // read + written per step, by the kernels' contracts
+};
+
+struct StepResult {
+  std::vector<uint16_t> out;      // [seqs][num_q_heads][head_dim]
+  std::vector<uint16_t> k_cache;  // the whole pool
+  std::vector<uint16_t> v_cache;
+  std::vector<int64_t> new_slots;  // the slot of each sequence's new token
+  ops::DecodePlan plan;
+  std::vector<OpTiming> timings;  // empty unless timed
+};
+
+// Writes the context, then runs the decode step `1 + timed_iterations` times
+// (the first is the warm-up; steps are idempotent), timing each op with
+// events on a stream of its own. Reads the results back.
+absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
+                                           int timed_iterations);
+
+// The same step in float64 from the contracts: K by RMSNorm and RoPE, stored
+// as bf16; attention as a dense softmax over each sequence's cache.
+struct LayerReference {
+  std::vector<double> k_new;  // [seqs][kv_heads][head_dim], before rounding
+  std::vector<double> out;    // [seqs][num_q_heads][head_dim]
+  double max_abs_v = 0;
+};
+LayerReference reference_decode_step(const LayerInputs& in);
+
+}  // namespace sparkrt::cli
+
+#endif  // SPARKRT_APPS_SPARKRT_DEMO_LAYER_H_

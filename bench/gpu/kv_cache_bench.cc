@@ -1,0 +1,439 @@
+// sparkrt_kv_cache_bench: the KV-cache writes and paged decode attention on
+// the cuda backend, through the op wrappers, against the copy ceiling.
+//
+//   sparkrt_kv_cache_bench [--json out.json] [--reps 15] [--quick]
+//
+// Each configuration is timed as a CUDA graph of back-to-back ops (captured
+// through sparkrt.graph.v1, so host submission never starves the GPU),
+// replayed after a warm-up; the time per op is the median replay time over
+// the ops in the graph. Inputs rotate over enough independent sets (K/V
+// pools, block tables, token rows) that the data is at least three times the
+// L2, so the numbers are memory's, not the cache's. Inputs are random and
+// never zero.
+//
+// Bytes counted: cache writes read K and V rows and write them (plus the
+// slot mapping); decode attention reads every K and V row of every sequence
+// once, q, and writes out. GB/s is those bytes over the time; the fraction is
+// against the 4.24 TB/s device-to-device copy ceiling of an H200 (the run
+// also measures its own copy ceiling and reports it).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/numeric.h"
+#include "sparkrt/extensions/graph.h"
+#include "sparkrt/ops/kv_cache.h"
+#include "sparkrt/sparkrt.h"
+
+namespace {
+
+namespace ops = sparkrt::ops;
+using sparkrt::Device;
+using sparkrt::DevicePtr;
+using sparkrt::Stream;
+
+constexpr double kCeilingTBps = 4.24;  // H200 device-to-device copy, read + write
+constexpr uint64_t kL2Bytes = 60ull << 20;
+constexpr uint64_t kRotateBytes = 3 * kL2Bytes;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "sparkrt_kv_cache_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+void ok(const absl::Status& s, const char* what) {
+  if (!s.ok()) die(std::string(what) + ": " + std::string(s.ToString()));
+}
+template <typename T>
+T ok(absl::StatusOr<T> s, const char* what) {
+  if (!s.ok()) die(std::string(what) + ": " + std::string(s.status().ToString()));
+  return *std::move(s);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Args {
+  std::string json;
+  int reps = 15;
+  bool quick = false;
+};
+
+// Device memory freed at scope exit.
+class Buf {
+ public:
+  Buf(Device& dev, uint64_t bytes) : dev_(&dev), bytes_(bytes) {
+    ptr_ = ok(dev.alloc(bytes ? bytes : 1), "alloc");
+  }
+  ~Buf() { dev_->free(ptr_).IgnoreError(); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  DevicePtr ptr() const { return ptr_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  Device* dev_;
+  uint64_t bytes_;
+  DevicePtr ptr_;
+};
+
+// Random source data on the device, copied into larger buffers to fill them.
+class Filler {
+ public:
+  Filler(Device& dev, std::mt19937_64& gen) : dev_(dev), bf16_(dev, kBytes), fp8_(dev, kBytes) {
+    std::uniform_real_distribution<float> mag(0.25f, 2.0f);
+    std::bernoulli_distribution neg(0.5);
+    std::vector<uint16_t> h(kBytes / 2);
+    for (auto& x : h) x = sparkrt::reference::f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
+    ok(dev.copy_h2d(h, bf16_.ptr()), "upload");
+    std::vector<uint8_t> f(kBytes);
+    std::uniform_real_distribution<float> mag8(1.0f, 100.0f);
+    for (auto& x : f) x = sparkrt::reference::f32_to_fp8_e4m3(neg(gen) ? -mag8(gen) : mag8(gen));
+    ok(dev.copy_h2d(f, fp8_.ptr()), "upload");
+  }
+  void fill(DevicePtr dst, uint64_t bytes, bool fp8) {
+    const DevicePtr src = fp8 ? fp8_.ptr() : bf16_.ptr();
+    for (uint64_t off = 0; off < bytes; off += kBytes)
+      ok(dev_.copy_d2d_async(src, dst + off, std::min(kBytes, bytes - off), Stream{}), "fill");
+  }
+
+ private:
+  static constexpr uint64_t kBytes = 64ull << 20;
+  Device& dev_;
+  Buf bf16_, fp8_;
+};
+
+// Captures `ops_in_graph` calls of `op(i)` and returns the median time per
+// call of the replays, in microseconds.
+template <typename Op>
+double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op) {
+  const auto* g = dev.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
+  if (g == nullptr) die("the cuda backend has no " SPARKRT_GRAPH_EXTENSION_NAME);
+  auto gcheck = [&](SparkrtError* err, const char* what) {
+    if (err == nullptr) return;
+    const char* msg;
+    size_t n;
+    g->error_message(err, &msg, &n);
+    die(std::string(what) + ": " + std::string(msg, n));
+  };
+  // One eager call first: errors show here with a clear message.
+  ok(op(0, stream), "op");
+  ok(dev.synchronize(stream), "sync");
+  SparkrtGraphCaptureArgs begin{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, dev.native_handle(),
+                                stream.handle};
+  gcheck(g->begin_capture(&begin), "begin_capture");
+  for (int i = 0; i < ops_in_graph; ++i) ok(op(i, stream), "op while capturing");
+  SparkrtGraphEndCaptureArgs end{SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE, dev.native_handle(),
+                                 stream.handle, 0, 0};
+  gcheck(g->end_capture(&end), "end_capture");
+  SparkrtGraphLaunchArgs replay{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev.native_handle(), end.graph,
+                                stream.handle};
+  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
+  std::vector<double> us;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    ok(dev.record_event(ev0, stream), "record");
+    gcheck(g->launch(&replay), "graph launch");
+    ok(dev.record_event(ev1, stream), "record");
+    ok(dev.synchronize_event(ev1), "event sync");
+    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
+    if (rep >= 2) us.push_back(1000.0 * ms / ops_in_graph);  // the first two warm up
+  }
+  SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev.native_handle(),
+                                  end.graph};
+  gcheck(g->destroy(&destroy), "graph destroy");
+  ok(dev.destroy_event(ev0), "event");
+  ok(dev.destroy_event(ev1), "event");
+  return median(us);
+}
+
+// How many independent input sets keep `bytes_per_set` out of the L2.
+int rotation(uint64_t bytes_per_set) {
+  return int(std::clamp<uint64_t>((kRotateBytes + bytes_per_set - 1) / bytes_per_set, 1, 64));
+}
+// Ops per graph: every set at least once, and enough to dwarf the replay's
+// own launch cost.
+int graph_ops(int sets, double est_us_per_op) {
+  const int want = int(std::ceil(2000.0 / std::max(est_us_per_op, 1.0)));
+  const int n = std::clamp(want, 8, 256);
+  return (n + sets - 1) / sets * sets;
+}
+
+struct Row {
+  std::string op, dtype;
+  uint32_t tokens = 0, batch = 0, context = 0, q_heads = 0, kv_heads = 0, head_dim = 0,
+           block_size = 0, hpc = 0, splits = 0;
+  double us = 0, bytes = 0;
+  double gbps() const { return bytes / us / 1e3; }
+  double frac() const { return gbps() / (kCeilingTBps * 1e3); }
+};
+
+// A prefill-like slot mapping: `tokens` tokens of sequences of `seq_len`,
+// each filling whole blocks taken in random order from a pool.
+std::vector<int64_t> prefill_slots(std::mt19937_64& gen, uint32_t tokens, uint32_t block_size,
+                                   uint32_t pool_blocks) {
+  std::vector<int32_t> ids(pool_blocks);
+  for (uint32_t i = 0; i < pool_blocks; ++i) ids[i] = int32_t(i);
+  std::shuffle(ids.begin(), ids.end(), gen);
+  std::vector<int64_t> slots(tokens);
+  for (uint32_t t = 0; t < tokens; ++t)
+    slots[t] = int64_t{ids[t / block_size]} * block_size + t % block_size;
+  return slots;
+}
+
+Row bench_cache_write(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream stream,
+                      std::mt19937_64& gen, bool fp8, uint32_t tokens, int reps) {
+  const uint32_t kv_heads = 8, dim = 128, block_size = 16, row = kv_heads * dim;
+  const uint64_t in_bytes = uint64_t{tokens} * row * 2;  // one of K, V
+  const uint64_t elem = fp8 ? 1 : 2;
+  const uint64_t set_bytes = 2 * in_bytes + 2 * uint64_t{tokens} * row * elem;
+  const int sets = rotation(set_bytes);
+  const uint32_t blocks_per_set = (tokens + block_size - 1) / block_size;
+  const uint32_t pool_blocks = blocks_per_set * uint32_t(sets);
+  const uint64_t cache_stride = uint64_t{block_size} * row;
+  Buf key(dev, in_bytes * sets), value(dev, in_bytes * sets);
+  Buf kc(dev, pool_blocks * cache_stride * elem), vc(dev, pool_blocks * cache_stride * elem);
+  fill.fill(key.ptr(), key.bytes(), false);
+  fill.fill(value.ptr(), value.bytes(), false);
+  fill.fill(kc.ptr(), kc.bytes(), fp8);
+  fill.fill(vc.ptr(), vc.bytes(), fp8);
+  // Set s writes its tokens into its own blocks of the pool.
+  std::vector<int64_t> slots;
+  for (int s = 0; s < sets; ++s) {
+    auto one = prefill_slots(gen, tokens, block_size, blocks_per_set);
+    for (auto& x : one) x += int64_t{s} * blocks_per_set * block_size;
+    slots.insert(slots.end(), one.begin(), one.end());
+  }
+  Buf sl(dev, slots.size() * 8);
+  ok(dev.copy_h2d(slots, sl.ptr()), "upload");
+  ok(dev.synchronize(), "sync");
+  auto op = [&](int i, Stream st) -> absl::Status {
+    const int s = i % sets;
+    const DevicePtr kin = key.ptr() + in_bytes * s, vin = value.ptr() + in_bytes * s;
+    const DevicePtr smap = sl.ptr() + uint64_t{tokens} * 8 * s;
+    if (fp8)
+      return ops::reshape_and_cache_fp8(
+          dev, k,
+          {.key = kin, .value = vin, .k_cache = kc.ptr(), .v_cache = vc.ptr(),
+           .slot_mapping = smap, .num_tokens = tokens, .num_kv_heads = kv_heads,
+           .head_dim = dim, .block_size = block_size, .k_scale = 0.02f, .v_scale = 0.03f,
+           .key_stride = row, .value_stride = row, .cache_stride = cache_stride},
+          st);
+    return ops::reshape_and_cache(
+        dev, k,
+        {.key = kin, .value = vin, .k_cache = kc.ptr(), .v_cache = vc.ptr(),
+         .slot_mapping = smap, .num_tokens = tokens, .num_kv_heads = kv_heads, .head_dim = dim,
+         .block_size = block_size, .key_stride = row, .value_stride = row},
+        st);
+  };
+  Row r;
+  r.op = "reshape_and_cache";
+  r.dtype = fp8 ? "fp8" : "bf16";
+  r.tokens = tokens;
+  r.kv_heads = kv_heads;
+  r.head_dim = dim;
+  r.block_size = block_size;
+  r.bytes = double(set_bytes) + tokens * 8.0;
+  const double est = r.bytes / (kCeilingTBps * 1e6) + 3.0;
+  r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
+  return r;
+}
+
+Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream stream,
+                 std::mt19937_64& gen, bool fp8, uint32_t batch, uint32_t context,
+                 uint32_t q_heads, uint32_t kv_heads, int reps) {
+  const uint32_t dim = 128, block_size = 16, row = kv_heads * dim;
+  const uint64_t elem = fp8 ? 1 : 2;
+  const uint32_t blocks_per_seq = (context + block_size - 1) / block_size;
+  const uint64_t cache_stride = uint64_t{block_size} * row;
+  const uint64_t kv_bytes = 2ull * batch * context * row * elem;  // K and V of one set
+  const int sets = rotation(kv_bytes);
+  const uint64_t blocks_per_set = uint64_t{batch} * blocks_per_seq;
+  const uint64_t pool_blocks = blocks_per_set * sets;
+  Buf kc(dev, pool_blocks * cache_stride * elem), vc(dev, pool_blocks * cache_stride * elem);
+  fill.fill(kc.ptr(), kc.bytes(), fp8);
+  fill.fill(vc.ptr(), vc.bytes(), fp8);
+  // One block table per set, over that set's blocks in random order.
+  std::vector<int32_t> tables(pool_blocks);
+  for (int s = 0; s < sets; ++s) {
+    std::vector<int32_t> ids(blocks_per_set);
+    for (uint64_t i = 0; i < blocks_per_set; ++i) ids[i] = int32_t(s * blocks_per_set + i);
+    std::shuffle(ids.begin(), ids.end(), gen);
+    std::copy(ids.begin(), ids.end(), tables.begin() + s * blocks_per_set);
+  }
+  Buf bt(dev, tables.size() * 4);
+  ok(dev.copy_h2d(tables, bt.ptr()), "upload");
+  std::vector<int32_t> lens(batch, int32_t(context));
+  Buf sl(dev, batch * 4);
+  ok(dev.copy_h2d(lens, sl.ptr()), "upload");
+  const uint64_t q_bytes = uint64_t{batch} * q_heads * dim * 2;
+  Buf q(dev, q_bytes), out(dev, q_bytes);
+  fill.fill(q.ptr(), q_bytes, false);
+  const uint64_t ws_bytes = ops::paged_decode_workspace_bytes(batch, q_heads, dim);
+  Buf ws(dev, ws_bytes);
+  ok(dev.synchronize(), "sync");
+  const float inv_sqrt_d = 1.0f / std::sqrt(float(dim));
+
+  ops::PagedDecodeAttnArgs a{.q = q.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(),
+                             .out = out.ptr(), .block_tables = bt.ptr(), .seq_lens = sl.ptr(),
+                             .max_blocks_per_seq = blocks_per_seq, .num_seqs = batch,
+                             .num_q_heads = q_heads, .num_kv_heads = kv_heads, .head_dim = dim,
+                             .block_size = block_size, .inv_sqrt_d = inv_sqrt_d,
+                             .q_stride = q_heads * dim, .sliding_window = 0,
+                             .max_seq_len = context, .workspace = ws.ptr(),
+                             .workspace_bytes = ws_bytes};
+  ops::PagedDecodeAttnFp8Args a8{.q = q.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(),
+                                 .out = out.ptr(), .block_tables = bt.ptr(), .seq_lens = sl.ptr(),
+                                 .max_blocks_per_seq = blocks_per_seq, .num_seqs = batch,
+                                 .num_q_heads = q_heads, .num_kv_heads = kv_heads,
+                                 .head_dim = dim, .block_size = block_size,
+                                 .inv_sqrt_d = inv_sqrt_d, .k_scale = 0.02f, .v_scale = 0.03f,
+                                 .q_stride = q_heads * dim, .cache_stride = cache_stride,
+                                 .sliding_window = 0, .max_seq_len = context,
+                                 .workspace = ws.ptr(), .workspace_bytes = ws_bytes};
+  const auto plan = fp8 ? ok(ops::plan_paged_decode(dev, a8), "plan")
+                        : ok(ops::plan_paged_decode(dev, a), "plan");
+  auto op = [&](int i, Stream st) -> absl::Status {
+    const DevicePtr table = bt.ptr() + uint64_t(i % sets) * blocks_per_set * 4;
+    if (fp8) {
+      auto b = a8;
+      b.block_tables = table;
+      return ops::paged_decode_attn_fp8(dev, k, b, st);
+    }
+    auto b = a;
+    b.block_tables = table;
+    return ops::paged_decode_attn_bf16(dev, k, b, st);
+  };
+  Row r;
+  r.op = "paged_decode_attn";
+  r.dtype = fp8 ? "fp8" : "bf16";
+  r.batch = batch;
+  r.context = context;
+  r.q_heads = q_heads;
+  r.kv_heads = kv_heads;
+  r.head_dim = dim;
+  r.block_size = block_size;
+  r.hpc = plan.heads_per_cta;
+  r.splits = plan.num_splits;
+  r.bytes = double(kv_bytes) + 2.0 * q_bytes;
+  const double est = r.bytes / (kCeilingTBps * 1e6) + 5.0;
+  r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
+  return r;
+}
+
+double copy_ceiling(Device& dev, Stream stream, int reps) {
+  const uint64_t bytes = 1ull << 30;
+  Buf a(dev, bytes), b(dev, bytes);
+  ok(dev.memset(a.ptr(), 0x3c, bytes), "memset");
+  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
+  std::vector<double> tbps;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    ok(dev.record_event(ev0, stream), "record");
+    ok(dev.copy_d2d_async(a.ptr(), b.ptr(), bytes, stream), "copy");
+    ok(dev.record_event(ev1, stream), "record");
+    ok(dev.synchronize_event(ev1), "sync");
+    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
+    if (rep >= 2) tbps.push_back(2.0 * bytes / (ms * 1e-3) / 1e12);
+  }
+  ok(dev.destroy_event(ev0), "event");
+  ok(dev.destroy_event(ev1), "event");
+  return median(tbps);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) {
+      args.json = argv[++i];
+    } else if (a == "--reps" && i + 1 < argc) {
+      args.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--quick") {
+      args.quick = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  auto opened = Device::open({.backend = "cuda"});
+  if (!opened.ok()) {
+    std::printf("SKIPPED: no usable CUDA device: %s\n", std::string(opened.status().ToString()).c_str());
+    return opened.status().code() == absl::StatusCode::kUnavailable ? 77 : 1;
+  }
+  Device& dev = **opened;
+  const auto k = ok(ops::KvCacheKernels::resolve(dev), "resolve kernels");
+  const Stream stream = ok(dev.create_stream(), "stream");
+  std::mt19937_64 gen(20261130);
+  Filler fill(dev, gen);
+
+  const double ceiling = copy_ceiling(dev, stream, args.reps);
+  std::vector<Row> rows;
+  std::vector<uint32_t> tokens = {256, 1024, 4096, 16384, 65536};
+  std::vector<uint32_t> batches = {1, 8, 32, 128};
+  std::vector<uint32_t> contexts = {1024, 4096, 16384, 32768};
+  if (args.quick) {
+    tokens = {4096};
+    batches = {1, 32};
+    contexts = {4096};
+  }
+  for (bool fp8 : {false, true})
+    for (uint32_t t : tokens) rows.push_back(bench_cache_write(dev, k, fill, stream, gen, fp8, t, args.reps));
+  for (bool fp8 : {false, true}) {
+    for (uint32_t b : batches)
+      for (uint32_t c : contexts)
+        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, b, c, 32, 8, args.reps));
+    if (!args.quick) {
+      for (uint32_t b : {1u, 32u}) {
+        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, b, 8192, 64, 8, args.reps));
+        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, b, 4096, 32, 32, args.reps));
+      }
+    }
+  }
+
+  const auto& props = dev.properties();
+  std::printf("device: %s (%s, %u SMs); copy ceiling measured %.2f TB/s (fractions below use %.2f)\n",
+              props.name.c_str(), props.architecture.c_str(), props.multiprocessor_count, ceiling,
+              kCeilingTBps);
+  std::printf("%-20s %-5s %7s %6s %7s %4s %4s %4s %6s %10s %9s %7s\n", "op", "dtype", "tokens",
+              "batch", "context", "hq", "hkv", "hpc", "splits", "us", "GB/s", "ceiling");
+  for (const Row& r : rows)
+    std::printf("%-20s %-5s %7u %6u %7u %4u %4u %4u %6u %10.2f %9.1f %6.1f%%\n", r.op.c_str(),
+                r.dtype.c_str(), r.tokens, r.batch, r.context, r.q_heads, r.kv_heads, r.hpc,
+                r.splits, r.us, r.gbps(), 100.0 * r.frac());
+
+  if (!args.json.empty()) {
+    FILE* f = std::fopen(args.json.c_str(), "w");
+    if (f == nullptr) die("cannot write " + args.json);
+    char date[64];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"date\": \"%s\",\n", props.name.c_str(), date);
+    std::fprintf(f, "  \"ceiling_tbps\": %.3f,\n  \"copy_tbps_measured\": %.3f,\n  \"results\": [\n",
+                 kCeilingTBps, ceiling);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(f,
+                   "    {\"op\": \"%s\", \"dtype\": \"%s\", \"tokens\": %u, \"batch\": %u, "
+                   "\"context\": %u, \"num_q_heads\": %u, \"num_kv_heads\": %u, \"head_dim\": %u, "
+                   "\"block_size\": %u, \"hpc\": %u, \"splits\": %u, \"us\": %.3f, \"bytes\": %.0f, "
+                   "\"gbps\": %.1f, \"frac\": %.4f}%s\n",
+                   r.op.c_str(), r.dtype.c_str(), r.tokens, r.batch, r.context, r.q_heads,
+                   r.kv_heads, r.head_dim, r.block_size, r.hpc, r.splits, r.us, r.bytes, r.gbps(),
+                   r.frac(), i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+  }
+  ok(dev.destroy_stream(stream), "stream");
+  return 0;
+}

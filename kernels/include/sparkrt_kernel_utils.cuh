@@ -1,0 +1,90 @@
+// Small device helpers shared by the kernel modules: bf16/fp8 vector
+// conversions and cache hints. Header-only; included by kernels/ptx/*.cu.
+#ifndef SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
+#define SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace sparkrt_kernels {
+
+// Two bf16 packed in a word (element 0 in the low half) to f32: a bf16 is the
+// top half of an f32, so each is one shift or mask.
+__device__ __forceinline__ void bf16x2_to_float(uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+
+__device__ __forceinline__ void bf16x8_to_float(const uint4& v, float (&f)[8]) {
+  bf16x2_to_float(v.x, f[0], f[1]);
+  bf16x2_to_float(v.y, f[2], f[3]);
+  bf16x2_to_float(v.z, f[4], f[5]);
+  bf16x2_to_float(v.w, f[6], f[7]);
+}
+
+// One E4M3 byte to f32 by moving its exponent and mantissa into an f32 and
+// rescaling by 2^(127 - 7), which is exact for normals and subnormals alike;
+// 0x7f/0xff are NaN.
+__device__ __forceinline__ float fp8_to_float_bits(uint32_t b) {
+  const float mag = __uint_as_float((b & 0x7fu) << 20) * 0x1p120f;
+  const float v = (b & 0x80u) ? -mag : mag;
+  return (b & 0x7fu) == 0x7fu ? __int_as_float(0x7fffffff) : v;
+}
+
+// Two E4M3 bytes (element 0 in the low byte) to f32: the hardware
+// conversion through f16 on sm_89 and newer, bit arithmetic before.
+__device__ __forceinline__ void fp8x2_to_float(uint32_t w16, float& lo, float& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w16), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  lo = f.x;
+  hi = f.y;
+#else
+  lo = fp8_to_float_bits(w16 & 0xffu);
+  hi = fp8_to_float_bits((w16 >> 8) & 0xffu);
+#endif
+}
+
+__device__ __forceinline__ void fp8x8_to_float(const uint2& v, float (&f)[8]) {
+  fp8x2_to_float(v.x & 0xffffu, f[0], f[1]);
+  fp8x2_to_float(v.x >> 16, f[2], f[3]);
+  fp8x2_to_float(v.y & 0xffffu, f[4], f[5]);
+  fp8x2_to_float(v.y >> 16, f[6], f[7]);
+}
+
+// Eight f32 to E4M3, saturating to +-448, NaN kept, round to nearest even.
+__device__ __forceinline__ uint2 float8_to_fp8x8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    w[i] = __nv_cvt_float2_to_fp8x2(make_float2(f[2 * i], f[2 * i + 1]), __NV_SATFINITE, __NV_E4M3);
+  return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+}
+
+// Streaming loads of data read once (K/V rows): no L1 allocation.
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 load_stream(const uint2* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+
+// Asks L2 to fetch the line holding p; no register, no wait.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+}  // namespace sparkrt_kernels
+
+#endif  // SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_

@@ -1,0 +1,315 @@
+// References for kernels/ptx/paged_attention.cu (contracts in docs/kernels.md,
+// "Module paged_attention"): decode attention, one query token per sequence,
+// over a paged KV cache. f32 scores, softmax and accumulation, one rounding to
+// bf16 at the output.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "numeric.h"
+#include "reference.h"
+
+namespace sparkrt::reference {
+namespace {
+
+template <typename T>
+absl::StatusOr<std::span<T>> operand(const Launch& l, uint32_t i, const char* name, uint64_t count,
+                                     const std::string& why) {
+  auto s = l.span<T>(i, count);
+  if (s.ok()) return s;
+  return absl::Status(s.status().code(),
+                      absl::StrFormat("%s: %s needs %d elements (%d bytes) for %s: %s", l.entry(),
+                                      name, count, count * sizeof(T), why, s.status().message()));
+}
+
+absl::Status invalid(const Launch& l, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrFormat("%s: %s", l.entry(), what));
+}
+
+// The scalars of a decode launch, by meaning rather than position.
+struct DecodeShape {
+  uint32_t num_seqs;  // grid.y
+  uint32_t max_blocks_per_seq;
+  uint32_t num_q_heads;
+  uint32_t num_kv_heads;
+  uint32_t head_dim;
+  uint32_t block_size;
+  float inv_sqrt_d;
+  uint32_t q_stride;
+  uint64_t block_stride;  // elements per cache block
+  uint32_t sliding_window;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  // Split entries: num_splits > 0, partials instead of `out` at argument 3
+  // (part_acc) and 4 (part_ml); block_tables and seq_lens move to 5 and 6.
+  uint32_t num_splits = 0;
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// How a cache element reads as f32.
+inline float load(bf16_bits v, float) { return bf16_to_f32(v); }
+inline float load(fp8_bits v, float scale) { return fp8_e4m3_to_f32(v) * scale; }
+
+template <typename CacheT>
+absl::Status decode(const Launch& l, const DecodeShape& s) {
+  if (s.num_seqs == 0) return absl::OkStatus();
+  const uint32_t hq = s.num_q_heads;
+  const uint32_t hkv = s.num_kv_heads;
+  const uint32_t d = s.head_dim;
+  if (hkv == 0 || d == 0 || s.block_size == 0 || hq == 0 || hq % hkv != 0)
+    return invalid(l, absl::StrFormat("num_q_heads %d must be a positive multiple of num_kv_heads "
+                                      "%d; head_dim %d and block_size %d must be > 0",
+                                      hq, hkv, d, s.block_size));
+  // grid.x = num_q_heads / hpc, where a CTA serves hpc in {1, 2, 4} query
+  // heads of one KV head; the result does not depend on hpc.
+  const uint32_t gx = l.grid()[0];
+  const uint32_t hpc = gx != 0 && hq % gx == 0 ? hq / gx : 0;
+  if ((hpc != 1 && hpc != 2 && hpc != 4) || (hq / hkv) % hpc != 0)
+    return invalid(l, absl::StrFormat("grid.x %d must be num_q_heads %d / hpc, with hpc 1, 2 or 4 "
+                                      "dividing the GQA group of %d",
+                                      gx, hq, hq / hkv));
+  if (s.num_splits > 0 && l.grid()[2] != s.num_splits)
+    return invalid(l, absl::StrFormat("grid.z %d must equal num_splits %d", l.grid()[2],
+                                      s.num_splits));
+  if (d % 8 != 0 || d > 256)
+    return invalid(l, absl::StrFormat("head_dim %d must be a multiple of 8 and at most 256", d));
+  if (s.q_stride < uint64_t{hq} * d)
+    return invalid(l, absl::StrFormat("q_stride %d is shorter than num_q_heads * head_dim = %d",
+                                      s.q_stride, uint64_t{hq} * d));
+  const uint64_t row = uint64_t{hkv} * d;
+  if (s.block_stride < uint64_t{s.block_size} * row)
+    return invalid(l, absl::StrFormat("cache block stride %d is below block_size * num_kv_heads * "
+                                      "head_dim = %d elements",
+                                      s.block_stride, uint64_t{s.block_size} * row));
+
+  const bool split = s.num_splits > 0;
+  const uint32_t arg_tables = split ? 5 : 4;
+  SPARKRT_ASSIGN_OR_RETURN(auto seq_lens, operand<const int32_t>(l, arg_tables + 1, "seq_lens", s.num_seqs,
+                                                                 "one length per sequence"));
+  const uint64_t capacity = uint64_t{s.max_blocks_per_seq} * s.block_size;
+  uint64_t table_extent = 0;
+  for (uint32_t q = 0; q < s.num_seqs; ++q) {
+    if (seq_lens[q] < 0 || uint64_t(seq_lens[q]) > capacity)
+      return absl::OutOfRangeError(absl::StrFormat(
+          "%s: seq_lens[%d] = %d is outside [0, max_blocks_per_seq %d * block_size %d = %d]",
+          l.entry(), q, seq_lens[q], s.max_blocks_per_seq, s.block_size, capacity));
+    if (seq_lens[q] > 0)
+      table_extent = uint64_t{q} * s.max_blocks_per_seq + (seq_lens[q] - 1) / s.block_size + 1;
+  }
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto tables, operand<const int32_t>(l, arg_tables, "block_tables", table_extent,
+                                          "the blocks of every sequence's last token"));
+  // The window's first token of each sequence, and the furthest cache row.
+  std::vector<uint32_t> first(s.num_seqs, 0);
+  uint64_t cache_extent = 0;
+  for (uint32_t q = 0; q < s.num_seqs; ++q) {
+    const uint32_t len = static_cast<uint32_t>(seq_lens[q]);
+    if (s.sliding_window != 0 && len > s.sliding_window) first[q] = len - s.sliding_window;
+    for (uint32_t t = first[q]; t < len; ++t) {
+      const int32_t block = tables[uint64_t{q} * s.max_blocks_per_seq + t / s.block_size];
+      if (block < 0)
+        return absl::OutOfRangeError(absl::StrFormat(
+            "%s: block_tables[%d][%d] = %d is negative but sequence %d's token %d lives there",
+            l.entry(), q, t / s.block_size, block, q, t));
+      cache_extent = std::max(cache_extent, uint64_t(block) * s.block_stride +
+                                                uint64_t{t % s.block_size + 1} * row);
+    }
+  }
+  const uint64_t q_extent = uint64_t{s.num_seqs - 1} * s.q_stride + uint64_t{hq} * d;
+  SPARKRT_ASSIGN_OR_RETURN(auto qv, operand<const bf16_bits>(l, 0, "q", q_extent,
+                                                             "every sequence's query heads"));
+  const std::string why = "the cached tokens of every sequence";
+  SPARKRT_ASSIGN_OR_RETURN(auto k_cache, operand<const CacheT>(l, 1, "k_cache", cache_extent, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto v_cache, operand<const CacheT>(l, 2, "v_cache", cache_extent, why));
+  std::span<bf16_bits> out;
+  std::span<float> part_acc, part_ml;
+  const uint32_t n = std::max<uint32_t>(s.num_splits, 1);
+  const uint64_t rows = uint64_t{s.num_seqs} * hq;
+  if (split) {
+    SPARKRT_ASSIGN_OR_RETURN(part_acc, operand<float>(l, 3, "part_acc", rows * n * d,
+                                                      "every split's partial output"));
+    SPARKRT_ASSIGN_OR_RETURN(part_ml, operand<float>(l, 4, "part_ml", rows * n * 2,
+                                                     "every split's (max, sum)"));
+  } else {
+    SPARKRT_ASSIGN_OR_RETURN(out, operand<bf16_bits>(l, 3, "out", rows * d,
+                                                     "every sequence's output heads"));
+  }
+
+  const uint32_t group = hq / hkv;
+  std::vector<float> scores;
+  std::vector<float> acc(d);
+  for (uint32_t q = 0; q < s.num_seqs; ++q) {
+    const uint32_t len = static_cast<uint32_t>(seq_lens[q]);
+    const auto row_of = [&](uint32_t t, uint32_t kvh) {
+      const int32_t block = tables[uint64_t{q} * s.max_blocks_per_seq + t / s.block_size];
+      return uint64_t(block) * s.block_stride + (uint64_t{t % s.block_size} * hkv + kvh) * d;
+    };
+    for (uint32_t h = 0; h < hq; ++h) {
+      const uint32_t kvh = h / group;
+      const uint64_t qoff = uint64_t{q} * s.q_stride + uint64_t{h} * d;
+      const uint64_t qrow = uint64_t{q} * hq + h;
+      // Split z covers [t0 + z * per, t0 + (z + 1) * per) of the window
+      // [t0, len), per = ceil((len - t0) / num_splits); one pass covers it all.
+      const uint32_t t0 = first[q];
+      const uint32_t per = (len - t0 + n - 1) / n;
+      for (uint32_t z = 0; z < n; ++z) {
+        const uint32_t b = std::min(len, t0 + per * z);
+        const uint32_t e = std::min(len, b + per);
+        scores.assign(e - b, 0.0f);
+        float max_score = -INFINITY;
+        for (uint32_t t = b; t < e; ++t) {
+          const uint64_t k = row_of(t, kvh);
+          float dot = 0.0f;
+          for (uint32_t j = 0; j < d; ++j)
+            dot += bf16_to_f32(qv[qoff + j]) * load(k_cache[k + j], s.k_scale);
+          // Partials are kept in base 2 (the split contract); one pass in base e.
+          const float score = s.inv_sqrt_d * dot;
+          scores[t - b] = split ? score * kLog2e : score;
+          max_score = std::max(max_score, scores[t - b]);
+        }
+        float sum = 0.0f;
+        for (float& p : scores) {
+          p = split ? std::exp2(p - max_score) : std::exp(p - max_score);
+          sum += p;
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (uint32_t t = b; t < e; ++t) {
+          const uint64_t v = row_of(t, kvh);
+          const float p = scores[t - b];
+          for (uint32_t j = 0; j < d; ++j) acc[j] += p * load(v_cache[v + j], s.v_scale);
+        }
+        if (split) {
+          const uint64_t prow = qrow * n + z;
+          for (uint32_t j = 0; j < d; ++j) part_acc[prow * d + j] = acc[j];
+          part_ml[2 * prow] = max_score;  // -inf for an empty split
+          part_ml[2 * prow + 1] = sum;    // 0 for an empty split
+        } else {
+          for (uint32_t j = 0; j < d; ++j)
+            out[qrow * d + j] = f32_to_bf16(sum > 0.0f ? acc[j] / sum : 0.0f);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace sparkrt::reference
+
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16) {
+  using namespace sparkrt::reference;
+  DecodeShape s{};
+  s.num_seqs = launch.grid()[1];
+  s.max_blocks_per_seq = launch.value<uint32_t>(6);
+  s.num_q_heads = launch.value<uint32_t>(7);
+  s.num_kv_heads = launch.value<uint32_t>(8);
+  s.head_dim = launch.value<uint32_t>(9);
+  s.block_size = launch.value<uint32_t>(10);
+  s.inv_sqrt_d = launch.value<float>(11);
+  s.q_stride = launch.value<uint32_t>(12);
+  s.sliding_window = launch.value<uint32_t>(13);
+  s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
+  return decode<bf16_bits>(launch, s);
+}
+
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8) {
+  using namespace sparkrt::reference;
+  DecodeShape s{};
+  s.num_seqs = launch.grid()[1];
+  s.max_blocks_per_seq = launch.value<uint32_t>(6);
+  s.num_q_heads = launch.value<uint32_t>(7);
+  s.num_kv_heads = launch.value<uint32_t>(8);
+  s.head_dim = launch.value<uint32_t>(9);
+  s.block_size = launch.value<uint32_t>(10);
+  s.inv_sqrt_d = launch.value<float>(11);
+  s.k_scale = launch.value<float>(12);
+  s.v_scale = launch.value<float>(13);
+  s.q_stride = launch.value<uint32_t>(14);
+  s.block_stride = launch.value<uint64_t>(15);
+  s.sliding_window = launch.value<uint32_t>(16);
+  return decode<fp8_bits>(launch, s);
+}
+
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split) {
+  using namespace sparkrt::reference;
+  DecodeShape s{};
+  s.num_seqs = launch.grid()[1];
+  s.max_blocks_per_seq = launch.value<uint32_t>(7);
+  s.num_q_heads = launch.value<uint32_t>(8);
+  s.num_kv_heads = launch.value<uint32_t>(9);
+  s.head_dim = launch.value<uint32_t>(10);
+  s.block_size = launch.value<uint32_t>(11);
+  s.inv_sqrt_d = launch.value<float>(12);
+  s.q_stride = launch.value<uint32_t>(13);
+  s.sliding_window = launch.value<uint32_t>(14);
+  s.num_splits = launch.value<uint32_t>(15);
+  s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
+  if (s.num_splits == 0) return invalid(launch, "num_splits must be > 0");
+  return decode<bf16_bits>(launch, s);
+}
+
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split) {
+  using namespace sparkrt::reference;
+  DecodeShape s{};
+  s.num_seqs = launch.grid()[1];
+  s.max_blocks_per_seq = launch.value<uint32_t>(7);
+  s.num_q_heads = launch.value<uint32_t>(8);
+  s.num_kv_heads = launch.value<uint32_t>(9);
+  s.head_dim = launch.value<uint32_t>(10);
+  s.block_size = launch.value<uint32_t>(11);
+  s.inv_sqrt_d = launch.value<float>(12);
+  s.k_scale = launch.value<float>(13);
+  s.v_scale = launch.value<float>(14);
+  s.q_stride = launch.value<uint32_t>(15);
+  s.block_stride = launch.value<uint64_t>(16);
+  s.sliding_window = launch.value<uint32_t>(17);
+  s.num_splits = launch.value<uint32_t>(18);
+  if (s.num_splits == 0) return invalid(launch, "num_splits must be > 0");
+  return decode<fp8_bits>(launch, s);
+}
+
+// out = sum_z 2^(m_z - M) acc_z / sum_z 2^(m_z - M) l_z over the splits with
+// l_z > 0 (M their largest m_z); zeros when there are none.
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_combine) {
+  using namespace sparkrt::reference;
+  const uint32_t hq = launch.value<uint32_t>(3);
+  const uint32_t d = launch.value<uint32_t>(4);
+  const uint32_t n = launch.value<uint32_t>(5);
+  const uint32_t num_seqs = launch.grid()[1];
+  if (launch.grid()[0] != hq)
+    return invalid(launch, absl::StrFormat("grid.x %d must equal num_q_heads %d",
+                                           launch.grid()[0], hq));
+  const uint64_t rows = uint64_t{num_seqs} * hq;
+  SPARKRT_ASSIGN_OR_RETURN(auto part_acc, operand<const float>(launch, 0, "part_acc",
+                                                               rows * n * d,
+                                                               "every split's partial output"));
+  SPARKRT_ASSIGN_OR_RETURN(auto part_ml, operand<const float>(launch, 1, "part_ml", rows * n * 2,
+                                                              "every split's (max, sum)"));
+  SPARKRT_ASSIGN_OR_RETURN(auto out, operand<bf16_bits>(launch, 2, "out", rows * d,
+                                                        "every sequence's output heads"));
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float* ml = part_ml.data() + r * n * 2;
+    float m = -INFINITY;
+    for (uint32_t z = 0; z < n; ++z)
+      if (ml[2 * z + 1] > 0.0f) m = std::max(m, ml[2 * z]);
+    float total = 0.0f;
+    if (m != -INFINITY)
+      for (uint32_t z = 0; z < n; ++z)
+        if (ml[2 * z + 1] > 0.0f) total += std::exp2(ml[2 * z] - m) * ml[2 * z + 1];
+    for (uint32_t j = 0; j < d; ++j) {
+      float o = 0.0f;
+      if (total > 0.0f) {
+        for (uint32_t z = 0; z < n; ++z)
+          if (ml[2 * z + 1] > 0.0f) o += std::exp2(ml[2 * z] - m) * part_acc[(r * n + z) * d + j];
+        o /= total;
+      }
+      out[r * d + j] = f32_to_bf16(o);
+    }
+  }
+  return absl::OkStatus();
+}

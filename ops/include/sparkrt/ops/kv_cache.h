@@ -1,0 +1,297 @@
+// KV-cache and paged-attention ops: the host side of the `kv_cache` and
+// `paged_attention` kernel modules (contracts in docs/kernels.md).
+//
+// Each op is one KernelLaunch with the kernel's argument order and the launch
+// geometry below, on any backend (cuda computes, cpu runs the reference, mock
+// records). The arguments travel in a struct of named fields, declared in the
+// kernel's parameter order, so a call reads like the contract:
+//
+//   auto kernels = sparkrt::ops::KvCacheKernels::resolve(dev);  // once
+//   if (!kernels.ok()) return kernels.status();
+//   absl::Status s = sparkrt::ops::reshape_and_cache(dev, *kernels, {
+//       .key = key, .value = value, .k_cache = k_cache, .v_cache = v_cache,
+//       .slot_mapping = slots, .num_tokens = n, .num_kv_heads = 8,
+//       .head_dim = 128, .block_size = 16, .key_stride = 1024,
+//       .value_stride = 1024}, stream);
+//
+// Every op returns before the kernel finishes (order with streams and events)
+// and launches nothing when its work is empty (num_tokens, count or num_seqs
+// is 0). Each is one launch, except split-KV decode (two, see below). Shapes the kernels cannot honour (a zero head_dim, a row stride
+// shorter than a row, query heads not a multiple of KV heads, ...) are
+// InvalidArgument before anything is launched; device pointers are not
+// checked here (the cpu backend checks every extent a kernel touches).
+#ifndef SPARKRT_OPS_KV_CACHE_H_
+#define SPARKRT_OPS_KV_CACHE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sparkrt/device.h"
+#include "sparkrt/types.h"
+
+namespace sparkrt::ops {
+
+inline constexpr char kKvCacheModule[] = "kv_cache";
+inline constexpr char kPagedAttentionModule[] = "paged_attention";
+
+// Threads per block of the copy-style cache writers and of decode attention.
+inline constexpr uint32_t kKvBlockThreads = 256;
+
+// Every kernel the ops below launch, resolved once per device. Lookups happen
+// in declaration order: kv_cache's entries, then paged_attention's.
+struct KvCacheKernels {
+  Kernel fill_slots_from_block_table;
+  Kernel reshape_and_cache;
+  Kernel reshape_and_cache_flash_v_only;
+  Kernel reshape_and_cache_fp8;
+  Kernel fused_k_norm_rope_cache_write_bf16;
+  Kernel fused_k_norm_rope_cache_write_bf16_mrope;
+  Kernel fused_k_norm_rope_cache_write_fp8;
+  Kernel paged_decode_attn_bf16;
+  Kernel paged_decode_attn_fp8;
+  Kernel paged_decode_attn_bf16_split;
+  Kernel paged_decode_attn_fp8_split;
+  Kernel paged_decode_attn_combine;
+
+  // The first lookup that fails is returned as is (it names the module, the
+  // entry and where the runtime searched).
+  static absl::StatusOr<KvCacheKernels> resolve(Device& dev);
+};
+
+// ── kv_cache ────────────────────────────────────────────────────────────────
+
+// slots[i] = block_table[(start_pos + i) / block_size] * block_size
+//            + (start_pos + i) % block_size, for i < count.
+// Grid (ceil(count / 256)), block (256).
+struct FillSlotsArgs {
+  DevicePtr slots;        // i64[count], written
+  DevicePtr block_table;  // i32[], one sequence's row of the block table
+  uint32_t start_pos = 0;
+  uint32_t count = 0;
+  uint32_t block_size = 0;
+};
+absl::Status fill_slots_from_block_table(Device& dev, const KvCacheKernels& k,
+                                         const FillSlotsArgs& a, Stream stream = {});
+
+// Copies each token's key and value rows (bf16) into its slot of both caches.
+// Grid (num_tokens), block (256).
+struct ReshapeAndCacheArgs {
+  DevicePtr key;           // bf16[num_tokens][key_stride]
+  DevicePtr value;         // bf16[num_tokens][value_stride]
+  DevicePtr k_cache;       // bf16 pool, [blocks][block_size][num_kv_heads][head_dim]
+  DevicePtr v_cache;       // same layout as k_cache
+  DevicePtr slot_mapping;  // i64[num_tokens]; a negative slot skips the token
+  uint32_t num_tokens = 0;  // grid only, not a kernel argument
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t block_size = 0;
+  uint32_t key_stride = 0;    // elements between token rows, >= num_kv_heads * head_dim
+  uint32_t value_stride = 0;  // likewise
+};
+absl::Status reshape_and_cache(Device& dev, const KvCacheKernels& k, const ReshapeAndCacheArgs& a,
+                               Stream stream = {});
+
+// The value half of reshape_and_cache; the K side belongs to the fused K path
+// (writing K here as well would overwrite its once-rounded values).
+// Grid (num_tokens), block (256).
+struct ReshapeAndCacheVOnlyArgs {
+  DevicePtr value;         // bf16[num_tokens][value_stride]
+  DevicePtr v_cache;       // bf16 pool
+  DevicePtr slot_mapping;  // i64[num_tokens]
+  uint32_t num_tokens = 0;  // grid only
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t block_size = 0;
+  uint32_t value_stride = 0;
+};
+absl::Status reshape_and_cache_flash_v_only(Device& dev, const KvCacheKernels& k,
+                                            const ReshapeAndCacheVOnlyArgs& a, Stream stream = {});
+
+// Quantising write: k_cache = fp8_sat(key / k_scale), v_cache likewise, with
+// `cache_stride` elements per cache block. Grid (num_tokens), block (256).
+struct ReshapeAndCacheFp8Args {
+  DevicePtr key;           // bf16[num_tokens][key_stride]
+  DevicePtr value;         // bf16[num_tokens][value_stride]
+  DevicePtr k_cache;       // fp8 e4m3fn pool
+  DevicePtr v_cache;       // fp8 e4m3fn pool
+  DevicePtr slot_mapping;  // i64[num_tokens]
+  uint32_t num_tokens = 0;  // grid only
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t block_size = 0;
+  float k_scale = 1.0f;  // > 0
+  float v_scale = 1.0f;  // > 0
+  uint32_t key_stride = 0;
+  uint32_t value_stride = 0;
+  uint64_t cache_stride = 0;  // elements per block, >= block_size * num_kv_heads * head_dim
+};
+absl::Status reshape_and_cache_fp8(Device& dev, const KvCacheKernels& k,
+                                   const ReshapeAndCacheFp8Args& a, Stream stream = {});
+
+// Fused K path: RMSNorm -> RoPE -> cache write, in f32, rounded once at the
+// write. Grid (num_tokens, num_kv_heads), block (head_dim): one thread per
+// element of a head, so head_dim is at most the device's threads per block.
+struct FusedKNormRopeArgs {
+  DevicePtr k_in;           // bf16[num_tokens][num_kv_heads][head_dim], contiguous
+  DevicePtr k_norm_weight;  // bf16[head_dim]
+  DevicePtr positions;      // i32[num_tokens]
+  DevicePtr k_cache;        // bf16 pool
+  DevicePtr slot_mapping;   // i64[num_tokens]
+  uint32_t num_tokens = 0;  // grid only
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t rotary_dim = 0;  // even, <= head_dim
+  uint32_t block_size = 0;
+  float rms_eps = 1e-6f;
+  float theta = 10000.0f;
+};
+absl::Status fused_k_norm_rope_cache_write_bf16(Device& dev, const KvCacheKernels& k,
+                                                const FusedKNormRopeArgs& a, Stream stream = {});
+
+// MRoPE: pair i rotates by (pos_t, pos_h, pos_w)[i % 3]. With three equal
+// position arrays it equals the scalar variant bit for bit.
+struct FusedKNormRopeMropeArgs {
+  DevicePtr k_in;
+  DevicePtr k_norm_weight;
+  DevicePtr pos_t;  // i32[num_tokens]
+  DevicePtr pos_h;  // i32[num_tokens]
+  DevicePtr pos_w;  // i32[num_tokens]
+  DevicePtr k_cache;
+  DevicePtr slot_mapping;
+  uint32_t num_tokens = 0;  // grid only
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t rotary_dim = 0;
+  uint32_t block_size = 0;
+  float rms_eps = 1e-6f;
+  float theta = 10000.0f;
+};
+absl::Status fused_k_norm_rope_cache_write_bf16_mrope(Device& dev, const KvCacheKernels& k,
+                                                      const FusedKNormRopeMropeArgs& a,
+                                                      Stream stream = {});
+
+// As the bf16 variant, storing fp8_sat(rope(rmsnorm(k_in)) * inv_scale).
+struct FusedKNormRopeFp8Args {
+  DevicePtr k_in;
+  DevicePtr k_norm_weight;
+  DevicePtr positions;
+  DevicePtr k_cache;  // fp8 e4m3fn pool (block stride block_size * num_kv_heads * head_dim)
+  DevicePtr slot_mapping;
+  uint32_t num_tokens = 0;  // grid only
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t rotary_dim = 0;
+  uint32_t block_size = 0;
+  float rms_eps = 1e-6f;
+  float theta = 10000.0f;
+  float inv_scale = 1.0f;  // 1 / k_scale
+};
+absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels& k,
+                                               const FusedKNormRopeFp8Args& a, Stream stream = {});
+
+// ── paged_attention ─────────────────────────────────────────────────────────
+//
+// Decode attention, one query token per sequence, GQA, optional sliding
+// window. The op picks the geometry (see plan_paged_decode and docs/ops.md):
+//
+//   one pass   paged_decode_attn_{bf16,fp8}: grid (num_q_heads / hpc,
+//              num_seqs), block 256. A CTA serves `hpc` query heads of one KV
+//              head (hpc = 4, 2 or 1, the largest dividing the GQA group), so
+//              each K/V row is read once for all of them.
+//   split-KV   when those CTAs cannot fill the device and the context is long:
+//              paged_decode_attn_{bf16,fp8}_split over grid (num_q_heads / hpc,
+//              num_seqs, num_splits) writes f32 partials to `workspace`, then
+//              paged_decode_attn_combine, grid (num_q_heads, num_seqs), block
+//              256, merges them into `out`. Needs a workspace of
+//              paged_decode_workspace_bytes(...); without one the op never
+//              splits.
+
+// Largest split count the op uses, and the fewest tokens it gives a split.
+inline constexpr uint32_t kMaxDecodeSplits = 64;
+inline constexpr uint32_t kMinTokensPerSplit = 128;
+// head_dim must be a multiple of 8 (one 16-byte row segment per lane) and at
+// most this.
+inline constexpr uint32_t kMaxDecodeHeadDim = 256;
+
+struct PagedDecodeAttnArgs {
+  DevicePtr q;             // bf16[num_seqs][q_stride], heads contiguous within a row
+  DevicePtr k_cache;       // bf16 pool, 16-byte aligned
+  DevicePtr v_cache;       // bf16 pool, 16-byte aligned
+  DevicePtr out;           // bf16[num_seqs][num_q_heads][head_dim], written
+  DevicePtr block_tables;  // i32[num_seqs][max_blocks_per_seq]
+  DevicePtr seq_lens;      // i32[num_seqs], each in [0, max_blocks_per_seq * block_size]
+  uint32_t max_blocks_per_seq = 0;
+  uint32_t num_seqs = 0;  // grid only
+  uint32_t num_q_heads = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;  // a multiple of 8, <= kMaxDecodeHeadDim
+  uint32_t block_size = 0;
+  float inv_sqrt_d = 0.0f;  // the softmax scale, usually 1 / sqrt(head_dim)
+  uint32_t q_stride = 0;    // elements between sequences, >= num_q_heads * head_dim
+  uint32_t sliding_window = 0;  // 0: whole context
+
+  // Geometry inputs (not kernel arguments).
+  // A host-side bound on seq_lens; 0: max_blocks_per_seq * block_size.
+  uint32_t max_seq_len = 0;
+  // Scratch for split-KV partials (f32); null: never split.
+  DevicePtr workspace{};
+  uint64_t workspace_bytes = 0;
+  // 0: the op chooses; 1: never split; n > 1: exactly n splits (the
+  // workspace must hold them).
+  uint32_t num_splits = 0;
+};
+absl::Status paged_decode_attn_bf16(Device& dev, const KvCacheKernels& k,
+                                    const PagedDecodeAttnArgs& a, Stream stream = {});
+
+// The fp8 cache variant: K = fp8 * k_scale, V = fp8 * v_scale, blocks
+// `cache_stride` elements apart. Same geometry as the bf16 op.
+struct PagedDecodeAttnFp8Args {
+  DevicePtr q;
+  DevicePtr k_cache;  // fp8 e4m3fn pool, 16-byte aligned
+  DevicePtr v_cache;  // fp8 e4m3fn pool, 16-byte aligned
+  DevicePtr out;
+  DevicePtr block_tables;
+  DevicePtr seq_lens;
+  uint32_t max_blocks_per_seq = 0;
+  uint32_t num_seqs = 0;  // grid only
+  uint32_t num_q_heads = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t block_size = 0;
+  float inv_sqrt_d = 0.0f;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  uint32_t q_stride = 0;
+  uint64_t cache_stride = 0;  // elements per block, a multiple of 8
+  uint32_t sliding_window = 0;
+
+  // Geometry inputs, as in PagedDecodeAttnArgs.
+  uint32_t max_seq_len = 0;
+  DevicePtr workspace{};
+  uint64_t workspace_bytes = 0;
+  uint32_t num_splits = 0;
+};
+absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
+                                   const PagedDecodeAttnFp8Args& a, Stream stream = {});
+
+// Workspace bytes for up to `max_splits` splits: f32 partial outputs
+// [num_seqs][num_q_heads][splits][head_dim], then, 256-byte aligned, the
+// partial (max, sum) pairs [num_seqs][num_q_heads][splits][2].
+uint64_t paged_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
+                                      uint32_t max_splits = kMaxDecodeSplits);
+
+// The geometry the decode ops choose, for callers that report or size it.
+struct DecodePlan {
+  uint32_t heads_per_cta = 1;  // grid.x = num_q_heads / heads_per_cta
+  uint32_t num_splits = 1;     // 1: one pass, no workspace used
+};
+// What paged_decode_attn_{bf16,fp8} launch for these arguments on `dev`.
+// InvalidArgument for shapes the kernels cannot run or a forced split
+// without room in the workspace.
+absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecodeAttnArgs& a);
+absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecodeAttnFp8Args& a);
+
+}  // namespace sparkrt::ops
+
+#endif  // SPARKRT_OPS_KV_CACHE_H_

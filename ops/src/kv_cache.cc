@@ -1,0 +1,549 @@
+#include "sparkrt/ops/kv_cache.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "absl/strings/str_format.h"
+#include "sparkrt/kernel_launch.h"
+
+namespace sparkrt::ops {
+namespace {
+
+#define SPARKRT_OPS_RETURN_IF_ERROR(expr)              \
+  do {                                                 \
+    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
+  } while (0)
+
+absl::Status resolve_into(Device& dev, const char* module, const char* entry, Kernel& out) {
+  auto kernel = dev.kernel(module, entry);
+  if (!kernel.ok()) return kernel.status();
+  out = *kernel;
+  return absl::OkStatus();
+}
+
+// Shape checks run before any launch. They build a message only on failure,
+// so the success path stays allocation-free.
+absl::Status invalid(std::string_view op, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrFormat("%s: %s", op, what));
+}
+
+absl::Status check_nonzero(std::string_view op, const char* name, uint64_t value) {
+  if (value != 0) return absl::OkStatus();
+  return invalid(op, absl::StrFormat("%s must be > 0", name));
+}
+
+absl::Status check_heads(std::string_view op, uint32_t num_kv_heads, uint32_t head_dim,
+                         uint32_t block_size) {
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "num_kv_heads", num_kv_heads));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "head_dim", head_dim));
+  return check_nonzero(op, "block_size", block_size);
+}
+
+absl::Status check_row_stride(std::string_view op, const char* name, uint32_t stride,
+                              uint32_t num_kv_heads, uint32_t head_dim) {
+  const uint64_t row = uint64_t{num_kv_heads} * head_dim;
+  if (stride >= row) return absl::OkStatus();
+  return invalid(op, absl::StrFormat(
+                         "%s %d is shorter than a token row (num_kv_heads %d * head_dim %d = %d "
+                         "elements); pass the row pitch of the buffer in elements",
+                         name, stride, num_kv_heads, head_dim, row));
+}
+
+absl::Status check_cache_stride(std::string_view op, uint64_t cache_stride, uint32_t block_size,
+                                uint32_t num_kv_heads, uint32_t head_dim) {
+  const uint64_t block = uint64_t{block_size} * num_kv_heads * head_dim;
+  if (cache_stride >= block) return absl::OkStatus();
+  return invalid(op, absl::StrFormat(
+                         "cache_stride %d is smaller than one cache block (block_size %d * "
+                         "num_kv_heads %d * head_dim %d = %d elements)",
+                         cache_stride, block_size, num_kv_heads, head_dim, block));
+}
+
+absl::Status check_rope(std::string_view op, uint32_t head_dim, uint32_t rotary_dim) {
+  if (rotary_dim % 2 == 0 && rotary_dim <= head_dim) return absl::OkStatus();
+  return invalid(op, absl::StrFormat("rotary_dim %d must be even and <= head_dim %d", rotary_dim,
+                                     head_dim));
+}
+
+absl::Status check_scale(std::string_view op, const char* name, float scale) {
+  if (scale > 0.0f) return absl::OkStatus();  // also refuses NaN
+  return invalid(op, absl::StrFormat("%s %g must be a positive number", name, scale));
+}
+
+absl::Status check_attention(std::string_view op, uint32_t max_blocks_per_seq,
+                             uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
+                             uint32_t block_size, uint32_t q_stride) {
+  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
+  if (num_q_heads == 0 || num_q_heads % num_kv_heads != 0) {
+    return invalid(op, absl::StrFormat("num_q_heads %d must be a positive multiple of "
+                                       "num_kv_heads %d (GQA)",
+                                       num_q_heads, num_kv_heads));
+  }
+  return check_row_stride(op, "q_stride", q_stride, num_q_heads, head_dim);
+}
+
+}  // namespace
+
+absl::StatusOr<KvCacheKernels> KvCacheKernels::resolve(Device& dev) {
+  KvCacheKernels k;
+  const struct {
+    const char* module;
+    const char* entry;
+    Kernel* out;
+  } entries[] = {
+      {kKvCacheModule, "fill_slots_from_block_table", &k.fill_slots_from_block_table},
+      {kKvCacheModule, "reshape_and_cache", &k.reshape_and_cache},
+      {kKvCacheModule, "reshape_and_cache_flash_v_only", &k.reshape_and_cache_flash_v_only},
+      {kKvCacheModule, "reshape_and_cache_fp8", &k.reshape_and_cache_fp8},
+      {kKvCacheModule, "fused_k_norm_rope_cache_write_bf16",
+       &k.fused_k_norm_rope_cache_write_bf16},
+      {kKvCacheModule, "fused_k_norm_rope_cache_write_bf16_mrope",
+       &k.fused_k_norm_rope_cache_write_bf16_mrope},
+      {kKvCacheModule, "fused_k_norm_rope_cache_write_fp8", &k.fused_k_norm_rope_cache_write_fp8},
+      {kPagedAttentionModule, "paged_decode_attn_bf16", &k.paged_decode_attn_bf16},
+      {kPagedAttentionModule, "paged_decode_attn_fp8", &k.paged_decode_attn_fp8},
+      {kPagedAttentionModule, "paged_decode_attn_bf16_split", &k.paged_decode_attn_bf16_split},
+      {kPagedAttentionModule, "paged_decode_attn_fp8_split", &k.paged_decode_attn_fp8_split},
+      {kPagedAttentionModule, "paged_decode_attn_combine", &k.paged_decode_attn_combine},
+  };
+  for (const auto& e : entries) {
+    SPARKRT_OPS_RETURN_IF_ERROR(resolve_into(dev, e.module, e.entry, *e.out));
+  }
+  return k;
+}
+
+absl::Status fill_slots_from_block_table(Device& dev, const KvCacheKernels& k,
+                                         const FillSlotsArgs& a, Stream stream) {
+  if (a.count == 0) return absl::OkStatus();
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero("fill_slots_from_block_table", "block_size",
+                                            a.block_size));
+  return KernelLaunch(dev, k.fill_slots_from_block_table)
+      .grid({div_ceil(a.count, kKvBlockThreads)})
+      .block({kKvBlockThreads})
+      .arg(a.slots)
+      .arg(a.block_table)
+      .arg(a.start_pos)
+      .arg(a.count)
+      .arg(a.block_size)
+      .launch(stream);
+}
+
+absl::Status reshape_and_cache(Device& dev, const KvCacheKernels& k, const ReshapeAndCacheArgs& a,
+                               Stream stream) {
+  if (a.num_tokens == 0) return absl::OkStatus();
+  constexpr std::string_view op = "reshape_and_cache";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_row_stride(op, "key_stride", a.key_stride, a.num_kv_heads, a.head_dim));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
+  return KernelLaunch(dev, k.reshape_and_cache)
+      .grid({a.num_tokens})
+      .block({kKvBlockThreads})
+      .arg(a.key)
+      .arg(a.value)
+      .arg(a.k_cache)
+      .arg(a.v_cache)
+      .arg(a.slot_mapping)
+      .arg(a.num_kv_heads)
+      .arg(a.head_dim)
+      .arg(a.block_size)
+      .arg(a.key_stride)
+      .arg(a.value_stride)
+      .launch(stream);
+}
+
+absl::Status reshape_and_cache_flash_v_only(Device& dev, const KvCacheKernels& k,
+                                            const ReshapeAndCacheVOnlyArgs& a, Stream stream) {
+  if (a.num_tokens == 0) return absl::OkStatus();
+  constexpr std::string_view op = "reshape_and_cache_flash_v_only";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
+  return KernelLaunch(dev, k.reshape_and_cache_flash_v_only)
+      .grid({a.num_tokens})
+      .block({kKvBlockThreads})
+      .arg(a.value)
+      .arg(a.v_cache)
+      .arg(a.slot_mapping)
+      .arg(a.num_kv_heads)
+      .arg(a.head_dim)
+      .arg(a.block_size)
+      .arg(a.value_stride)
+      .launch(stream);
+}
+
+absl::Status reshape_and_cache_fp8(Device& dev, const KvCacheKernels& k,
+                                   const ReshapeAndCacheFp8Args& a, Stream stream) {
+  if (a.num_tokens == 0) return absl::OkStatus();
+  constexpr std::string_view op = "reshape_and_cache_fp8";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_row_stride(op, "key_stride", a.key_stride, a.num_kv_heads, a.head_dim));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_cache_stride(op, a.cache_stride, a.block_size, a.num_kv_heads, a.head_dim));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
+  return KernelLaunch(dev, k.reshape_and_cache_fp8)
+      .grid({a.num_tokens})
+      .block({kKvBlockThreads})
+      .arg(a.key)
+      .arg(a.value)
+      .arg(a.k_cache)
+      .arg(a.v_cache)
+      .arg(a.slot_mapping)
+      .arg(a.num_kv_heads)
+      .arg(a.head_dim)
+      .arg(a.block_size)
+      .arg(a.k_scale)
+      .arg(a.v_scale)
+      .arg(a.key_stride)
+      .arg(a.value_stride)
+      .arg(a.cache_stride)
+      .launch(stream);
+}
+
+namespace {
+
+absl::Status check_fused(std::string_view op, uint32_t num_kv_heads, uint32_t head_dim,
+                         uint32_t rotary_dim, uint32_t block_size) {
+  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
+  return check_rope(op, head_dim, rotary_dim);
+}
+
+}  // namespace
+
+absl::Status fused_k_norm_rope_cache_write_bf16(Device& dev, const KvCacheKernels& k,
+                                                const FusedKNormRopeArgs& a, Stream stream) {
+  if (a.num_tokens == 0) return absl::OkStatus();
+  SPARKRT_OPS_RETURN_IF_ERROR(check_fused("fused_k_norm_rope_cache_write_bf16", a.num_kv_heads,
+                                          a.head_dim, a.rotary_dim, a.block_size));
+  return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_bf16)
+      .grid({a.num_tokens, a.num_kv_heads})
+      .block({a.head_dim})
+      .arg(a.k_in)
+      .arg(a.k_norm_weight)
+      .arg(a.positions)
+      .arg(a.k_cache)
+      .arg(a.slot_mapping)
+      .arg(a.num_kv_heads)
+      .arg(a.head_dim)
+      .arg(a.rotary_dim)
+      .arg(a.block_size)
+      .arg(a.rms_eps)
+      .arg(a.theta)
+      .launch(stream);
+}
+
+absl::Status fused_k_norm_rope_cache_write_bf16_mrope(Device& dev, const KvCacheKernels& k,
+                                                      const FusedKNormRopeMropeArgs& a,
+                                                      Stream stream) {
+  if (a.num_tokens == 0) return absl::OkStatus();
+  SPARKRT_OPS_RETURN_IF_ERROR(check_fused("fused_k_norm_rope_cache_write_bf16_mrope",
+                                          a.num_kv_heads, a.head_dim, a.rotary_dim,
+                                          a.block_size));
+  return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_bf16_mrope)
+      .grid({a.num_tokens, a.num_kv_heads})
+      .block({a.head_dim})
+      .arg(a.k_in)
+      .arg(a.k_norm_weight)
+      .arg(a.pos_t)
+      .arg(a.pos_h)
+      .arg(a.pos_w)
+      .arg(a.k_cache)
+      .arg(a.slot_mapping)
+      .arg(a.num_kv_heads)
+      .arg(a.head_dim)
+      .arg(a.rotary_dim)
+      .arg(a.block_size)
+      .arg(a.rms_eps)
+      .arg(a.theta)
+      .launch(stream);
+}
+
+absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels& k,
+                                               const FusedKNormRopeFp8Args& a, Stream stream) {
+  if (a.num_tokens == 0) return absl::OkStatus();
+  constexpr std::string_view op = "fused_k_norm_rope_cache_write_fp8";
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_fused(op, a.num_kv_heads, a.head_dim, a.rotary_dim, a.block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "inv_scale", a.inv_scale));
+  return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_fp8)
+      .grid({a.num_tokens, a.num_kv_heads})
+      .block({a.head_dim})
+      .arg(a.k_in)
+      .arg(a.k_norm_weight)
+      .arg(a.positions)
+      .arg(a.k_cache)
+      .arg(a.slot_mapping)
+      .arg(a.num_kv_heads)
+      .arg(a.head_dim)
+      .arg(a.rotary_dim)
+      .arg(a.block_size)
+      .arg(a.rms_eps)
+      .arg(a.theta)
+      .arg(a.inv_scale)
+      .launch(stream);
+}
+
+namespace {
+
+// The geometry-relevant fields of either decode op.
+struct DecodeShape {
+  uint32_t max_blocks_per_seq;
+  uint32_t num_seqs;
+  uint32_t num_q_heads;
+  uint32_t num_kv_heads;
+  uint32_t head_dim;
+  uint32_t block_size;
+  uint32_t q_stride;
+  uint32_t sliding_window;
+  uint32_t max_seq_len;
+  DevicePtr workspace;
+  uint64_t workspace_bytes;
+  uint32_t num_splits;
+  DevicePtr k_cache;
+  DevicePtr v_cache;
+};
+
+template <typename A>
+DecodeShape shape_of(const A& a) {
+  return {a.max_blocks_per_seq, a.num_seqs,       a.num_q_heads, a.num_kv_heads,
+          a.head_dim,           a.block_size,     a.q_stride,    a.sliding_window,
+          a.max_seq_len,        a.workspace,      a.workspace_bytes, a.num_splits,
+          a.k_cache,            a.v_cache};
+}
+
+constexpr uint64_t kWorkspaceAlign = 256;
+
+uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
+                            uint32_t splits) {
+  const uint64_t bytes = uint64_t{num_seqs} * num_q_heads * splits * head_dim * sizeof(float);
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
+absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperties& props,
+                                       const DecodeShape& s) {
+  SPARKRT_OPS_RETURN_IF_ERROR(check_attention(op, s.max_blocks_per_seq, s.num_q_heads,
+                                              s.num_kv_heads, s.head_dim, s.block_size,
+                                              s.q_stride));
+  if (s.head_dim % 8 != 0 || s.head_dim > kMaxDecodeHeadDim) {
+    return invalid(op, absl::StrFormat("head_dim %d must be a multiple of 8 and at most %d",
+                                       s.head_dim, kMaxDecodeHeadDim));
+  }
+  // Each lane reads 8 elements of a row at once (16 bytes of bf16).
+  if (s.k_cache.addr % 16 != 0 || s.v_cache.addr % 16 != 0) {
+    return invalid(op, absl::StrFormat("k_cache %#x and v_cache %#x must be 16-byte aligned",
+                                       s.k_cache.addr, s.v_cache.addr));
+  }
+  DecodePlan plan;
+  // The most query heads of one KV head a CTA can serve: each K/V row is then
+  // read once for all of them.
+  const uint32_t group = s.num_q_heads / s.num_kv_heads;
+  plan.heads_per_cta = group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1);
+
+  // How many splits the workspace has room for.
+  uint32_t room = 0;
+  if (!s.workspace.is_null()) {
+    for (uint32_t n = kMaxDecodeSplits; n >= 2; --n) {
+      if (paged_decode_workspace_bytes(s.num_seqs, s.num_q_heads, s.head_dim, n) <=
+          s.workspace_bytes) {
+        room = n;
+        break;
+      }
+    }
+  }
+  if (s.num_splits == 1) return plan;
+  if (s.num_splits > 1) {
+    if (s.num_splits > kMaxDecodeSplits) {
+      return invalid(op, absl::StrFormat("num_splits %d is above the most the op supports (%d)",
+                                         s.num_splits, kMaxDecodeSplits));
+    }
+    if (s.num_splits > room) {
+      return invalid(op, absl::StrFormat(
+                             "num_splits %d needs a workspace of %d bytes; got %d bytes at %#x "
+                             "(size it with paged_decode_workspace_bytes)",
+                             s.num_splits,
+                             paged_decode_workspace_bytes(s.num_seqs, s.num_q_heads, s.head_dim,
+                                                          s.num_splits),
+                             s.workspace_bytes, s.workspace.addr));
+    }
+    plan.num_splits = s.num_splits;
+    return plan;
+  }
+
+  // Automatic: split only when the one-pass CTAs cannot fill the device (two
+  // resident CTAs per multiprocessor) and every split still gets a useful
+  // run of tokens.
+  const uint64_t ctas = uint64_t{s.num_q_heads / plan.heads_per_cta} * s.num_seqs;
+  const uint64_t target = 2 * uint64_t{std::max<uint32_t>(props.multiprocessor_count, 1)};
+  if (ctas >= target || room < 2) return plan;
+  uint64_t context = uint64_t{s.max_blocks_per_seq} * s.block_size;
+  if (s.max_seq_len != 0) context = std::min<uint64_t>(context, s.max_seq_len);
+  if (s.sliding_window != 0) context = std::min<uint64_t>(context, s.sliding_window);
+  const uint64_t splits = std::min({(target + ctas - 1) / ctas, context / kMinTokensPerSplit,
+                                    uint64_t{room}});
+  if (splits >= 2) plan.num_splits = static_cast<uint32_t>(splits);
+  return plan;
+}
+
+}  // namespace
+
+uint64_t paged_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
+                                      uint32_t max_splits) {
+  return partials_acc_bytes(num_seqs, num_q_heads, head_dim, max_splits) +
+         uint64_t{num_seqs} * num_q_heads * max_splits * 2 * sizeof(float);
+}
+
+absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecodeAttnArgs& a) {
+  return plan_decode("paged_decode_attn_bf16", dev.properties(), shape_of(a));
+}
+
+absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecodeAttnFp8Args& a) {
+  return plan_decode("paged_decode_attn_fp8", dev.properties(), shape_of(a));
+}
+
+namespace {
+
+absl::Status combine(Device& dev, const KvCacheKernels& k, DevicePtr part_acc, DevicePtr part_ml,
+                     DevicePtr out, const DecodeShape& s, uint32_t num_splits, Stream stream) {
+  return KernelLaunch(dev, k.paged_decode_attn_combine)
+      .grid({s.num_q_heads, s.num_seqs})
+      .block({kKvBlockThreads})
+      .arg(part_acc)
+      .arg(part_ml)
+      .arg(out)
+      .arg(s.num_q_heads)
+      .arg(s.head_dim)
+      .arg(num_splits)
+      .launch(stream);
+}
+
+}  // namespace
+
+absl::Status paged_decode_attn_bf16(Device& dev, const KvCacheKernels& k,
+                                    const PagedDecodeAttnArgs& a, Stream stream) {
+  if (a.num_seqs == 0) return absl::OkStatus();
+  const DecodeShape s = shape_of(a);
+  auto plan = plan_decode("paged_decode_attn_bf16", dev.properties(), s);
+  if (!plan.ok()) return plan.status();
+  const Dim3 grid{a.num_q_heads / plan->heads_per_cta, a.num_seqs, plan->num_splits};
+  if (plan->num_splits == 1) {
+    return KernelLaunch(dev, k.paged_decode_attn_bf16)
+        .grid(grid)
+        .block({kKvBlockThreads})
+        .arg(a.q)
+        .arg(a.k_cache)
+        .arg(a.v_cache)
+        .arg(a.out)
+        .arg(a.block_tables)
+        .arg(a.seq_lens)
+        .arg(a.max_blocks_per_seq)
+        .arg(a.num_q_heads)
+        .arg(a.num_kv_heads)
+        .arg(a.head_dim)
+        .arg(a.block_size)
+        .arg(a.inv_sqrt_d)
+        .arg(a.q_stride)
+        .arg(a.sliding_window)
+        .launch(stream);
+  }
+  const DevicePtr part_acc = a.workspace;
+  const DevicePtr part_ml =
+      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
+  SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.paged_decode_attn_bf16_split)
+                                  .grid(grid)
+                                  .block({kKvBlockThreads})
+                                  .arg(a.q)
+                                  .arg(a.k_cache)
+                                  .arg(a.v_cache)
+                                  .arg(part_acc)
+                                  .arg(part_ml)
+                                  .arg(a.block_tables)
+                                  .arg(a.seq_lens)
+                                  .arg(a.max_blocks_per_seq)
+                                  .arg(a.num_q_heads)
+                                  .arg(a.num_kv_heads)
+                                  .arg(a.head_dim)
+                                  .arg(a.block_size)
+                                  .arg(a.inv_sqrt_d)
+                                  .arg(a.q_stride)
+                                  .arg(a.sliding_window)
+                                  .arg(plan->num_splits)
+                                  .launch(stream));
+  return combine(dev, k, part_acc, part_ml, a.out, s, plan->num_splits, stream);
+}
+
+absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
+                                   const PagedDecodeAttnFp8Args& a, Stream stream) {
+  if (a.num_seqs == 0) return absl::OkStatus();
+  constexpr std::string_view op = "paged_decode_attn_fp8";
+  const DecodeShape s = shape_of(a);
+  auto plan = plan_decode(op, dev.properties(), s);
+  if (!plan.ok()) return plan.status();
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_cache_stride(op, a.cache_stride, a.block_size, a.num_kv_heads, a.head_dim));
+  if (a.cache_stride % 8 != 0) {
+    return invalid(op, absl::StrFormat("cache_stride %d must be a multiple of 8 (rows are read "
+                                       "8 elements at a time)",
+                                       a.cache_stride));
+  }
+  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
+  const Dim3 grid{a.num_q_heads / plan->heads_per_cta, a.num_seqs, plan->num_splits};
+  if (plan->num_splits == 1) {
+    return KernelLaunch(dev, k.paged_decode_attn_fp8)
+        .grid(grid)
+        .block({kKvBlockThreads})
+        .arg(a.q)
+        .arg(a.k_cache)
+        .arg(a.v_cache)
+        .arg(a.out)
+        .arg(a.block_tables)
+        .arg(a.seq_lens)
+        .arg(a.max_blocks_per_seq)
+        .arg(a.num_q_heads)
+        .arg(a.num_kv_heads)
+        .arg(a.head_dim)
+        .arg(a.block_size)
+        .arg(a.inv_sqrt_d)
+        .arg(a.k_scale)
+        .arg(a.v_scale)
+        .arg(a.q_stride)
+        .arg(a.cache_stride)
+        .arg(a.sliding_window)
+        .launch(stream);
+  }
+  const DevicePtr part_acc = a.workspace;
+  const DevicePtr part_ml =
+      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
+  SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.paged_decode_attn_fp8_split)
+                                  .grid(grid)
+                                  .block({kKvBlockThreads})
+                                  .arg(a.q)
+                                  .arg(a.k_cache)
+                                  .arg(a.v_cache)
+                                  .arg(part_acc)
+                                  .arg(part_ml)
+                                  .arg(a.block_tables)
+                                  .arg(a.seq_lens)
+                                  .arg(a.max_blocks_per_seq)
+                                  .arg(a.num_q_heads)
+                                  .arg(a.num_kv_heads)
+                                  .arg(a.head_dim)
+                                  .arg(a.block_size)
+                                  .arg(a.inv_sqrt_d)
+                                  .arg(a.k_scale)
+                                  .arg(a.v_scale)
+                                  .arg(a.q_stride)
+                                  .arg(a.cache_stride)
+                                  .arg(a.sliding_window)
+                                  .arg(plan->num_splits)
+                                  .launch(stream));
+  return combine(dev, k, part_acc, part_ml, a.out, s, plan->num_splits, stream);
+}
+
+}  // namespace sparkrt::ops

@@ -1,0 +1,536 @@
+// The KV-cache and decode-attention ops on the cuda backend against the cpu
+// backend, which runs the reference implementations (the oracle). Both
+// devices get the same random, non-zero inputs; every output buffer is
+// poisoned (0xff: bf16 and fp8 NaN) on both before the op runs, so an
+// element the GPU fails to write, or writes where it should not, shows up.
+// The op wrappers are the same calls on both backends. Tolerances are those
+// of docs/kernels.md ("Tolerances").
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "reference/numeric.h"
+#include "sparkrt/ops/kv_cache.h"
+#include "sparkrt/sparkrt.h"
+
+namespace sparkrt {
+namespace {
+
+namespace ops = sparkrt::ops;
+using reference::bf16_bits;
+using reference::fp8_bits;
+
+#define REQUIRE_OK(expr)                                   \
+  do {                                                     \
+    const absl::Status _st = (expr);                       \
+    REQUIRE_MESSAGE(_st.ok(), std::string(_st.ToString())); \
+  } while (0)
+
+constexpr uint8_t kPoison = 0xff;
+
+uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) | std::random_device{}(); }
+
+// One device with its resolved kernels.
+struct Side {
+  std::unique_ptr<Device> dev;
+  ops::KvCacheKernels k;
+
+  explicit Side(const std::string& backend) {
+    auto d = Device::open({.backend = backend});
+    REQUIRE_MESSAGE(d.ok(), std::string(d.status().ToString()));
+    dev = *std::move(d);
+    auto kk = ops::KvCacheKernels::resolve(*dev);
+    REQUIRE_MESSAGE(kk.ok(), std::string(kk.status().ToString()));
+    k = *kk;
+  }
+};
+
+// The two devices every test compares, opened once.
+struct Pair {
+  Side gpu{"cuda"};
+  Side cpu{"cpu"};
+};
+Pair& pair() {
+  static Pair p;
+  return p;
+}
+
+// A buffer with the same contents on both devices.
+class Twin {
+ public:
+  Twin(Pair& p, size_t bytes) : p_(&p), bytes_(bytes == 0 ? 1 : bytes) {
+    for (int i = 0; i < 2; ++i) {
+      auto a = dev(i).alloc(bytes_);
+      REQUIRE_MESSAGE(a.ok(), std::string(a.status().ToString()));
+      ptr_[i] = *a;
+    }
+  }
+  template <typename T>
+  Twin(Pair& p, const std::vector<T>& host) : Twin(p, host.size() * sizeof(T)) {
+    for (int i = 0; i < 2; ++i) REQUIRE_OK(dev(i).copy_h2d(host.data(), ptr_[i], host.size() * sizeof(T)));
+  }
+  ~Twin() {
+    for (int i = 0; i < 2; ++i) dev(i).free(ptr_[i]).IgnoreError();
+  }
+  Twin(const Twin&) = delete;
+  Twin& operator=(const Twin&) = delete;
+
+  DevicePtr gpu() const { return ptr_[0]; }
+  DevicePtr cpu() const { return ptr_[1]; }
+  DevicePtr on(int side) const { return ptr_[side]; }
+  size_t bytes() const { return bytes_; }
+  void poison() {
+    for (int i = 0; i < 2; ++i) REQUIRE_OK(dev(i).memset(ptr_[i], kPoison, bytes_));
+  }
+  template <typename T>
+  std::vector<T> read(int side) const {
+    std::vector<T> h(bytes_ / sizeof(T));
+    REQUIRE_OK(dev(side).synchronize());
+    REQUIRE_OK(dev(side).copy_d2h(ptr_[side], h.data(), h.size() * sizeof(T)));
+    return h;
+  }
+
+ private:
+  Device& dev(int i) const { return i == 0 ? *p_->gpu.dev : *p_->cpu.dev; }
+  Pair* p_;
+  size_t bytes_;
+  DevicePtr ptr_[2];
+};
+
+std::vector<bf16_bits> random_bf16(std::mt19937_64& gen, size_t n, float lo = 0.25f,
+                                   float hi = 2.0f) {
+  std::uniform_real_distribution<float> mag(lo, hi);
+  std::bernoulli_distribution neg(0.5);
+  std::vector<bf16_bits> v(n);
+  for (auto& x : v) x = reference::f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
+  return v;
+}
+
+// Random e4m3 codes for values of magnitude [lo, hi] (no NaN codes, no zero).
+std::vector<fp8_bits> random_fp8(std::mt19937_64& gen, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> mag(lo, hi);
+  std::bernoulli_distribution neg(0.5);
+  std::vector<fp8_bits> v(n);
+  for (auto& x : v) x = reference::f32_to_fp8_e4m3(neg(gen) ? -mag(gen) : mag(gen));
+  return v;
+}
+
+template <typename T>
+void check_bitwise(const Twin& t, const char* what) {
+  const auto g = t.read<T>(0), c = t.read<T>(1);
+  REQUIRE(g.size() == c.size());
+  size_t bad = 0, first = g.size();
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i] != c[i] && bad++ == 0) first = i;
+  INFO(what << ": " << bad << " of " << g.size() << " elements differ; first at " << first
+            << (first < g.size() ? " gpu " + std::to_string(g[first]) + " cpu " +
+                                       std::to_string(c[first])
+                                 : std::string()));
+  CHECK(bad == 0);
+}
+
+// Shuffled block ids [0, n).
+std::vector<int32_t> shuffled(std::mt19937_64& gen, int32_t n) {
+  std::vector<int32_t> ids(n);
+  for (int32_t i = 0; i < n; ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), gen);
+  return ids;
+}
+
+// num_tokens distinct slots of a pool of `blocks` blocks, about 1 in 8 negative.
+std::vector<int64_t> random_slots(std::mt19937_64& gen, uint32_t num_tokens, uint32_t blocks,
+                                  uint32_t block_size) {
+  std::vector<int64_t> all(uint64_t{blocks} * block_size);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  std::shuffle(all.begin(), all.end(), gen);
+  std::vector<int64_t> slots(all.begin(), all.begin() + num_tokens);
+  std::bernoulli_distribution skip(0.125);
+  for (auto& s : slots)
+    if (skip(gen)) s = -1 - int64_t(gen() % 5);
+  return slots;
+}
+
+TEST_CASE("fill_slots_from_block_table matches the reference") {
+  Pair& p = pair();
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  for (uint32_t block_size : {16u, 32u, 7u}) {
+    const uint32_t start = 37, count = 3000;
+    std::vector<int32_t> table(((start + count) + block_size - 1) / block_size + 1);
+    for (auto& b : table) b = int32_t(gen() % 100000);
+    Twin t(p, table), slots(p, size_t{count} * 8);
+    slots.poison();
+    for (int side = 0; side < 2; ++side) {
+      Side& s = side == 0 ? p.gpu : p.cpu;
+      REQUIRE_OK(ops::fill_slots_from_block_table(
+          *s.dev, s.k, {.slots = slots.on(side), .block_table = t.on(side), .start_pos = start,
+                        .count = count, .block_size = block_size}));
+    }
+    check_bitwise<int64_t>(slots, "slots");
+  }
+}
+
+struct CopyShape {
+  uint32_t tokens, kv_heads, dim, block_size, stride_pad;
+};
+// stride_pad 8 keeps rows 16-byte aligned (vector path); 3 does not (scalar).
+const CopyShape kCopyShapes[] = {
+    {300, 8, 128, 16, 0}, {257, 1, 64, 32, 8}, {129, 4, 256, 16, 3}, {64, 2, 96, 32, 0},
+    {5000, 8, 128, 16, 8},
+};
+
+TEST_CASE("reshape_and_cache and its V-only half match the reference bit for bit") {
+  Pair& p = pair();
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  for (const CopyShape& c : kCopyShapes) {
+    INFO("tokens " << c.tokens << " kv_heads " << c.kv_heads << " head_dim " << c.dim
+                   << " block_size " << c.block_size << " stride pad " << c.stride_pad);
+    const uint32_t row = c.kv_heads * c.dim, stride = row + c.stride_pad;
+    const uint32_t blocks = (c.tokens + c.block_size - 1) / c.block_size + 3;
+    const size_t cache_bytes = size_t{blocks} * c.block_size * row * 2;
+    Twin key(p, random_bf16(gen, size_t{c.tokens} * stride));
+    Twin value(p, random_bf16(gen, size_t{c.tokens} * stride));
+    Twin slots(p, random_slots(gen, c.tokens, blocks, c.block_size));
+    Twin kc(p, cache_bytes), vc(p, cache_bytes), vo(p, cache_bytes);
+    kc.poison();
+    vc.poison();
+    vo.poison();
+    for (int side = 0; side < 2; ++side) {
+      Side& s = side == 0 ? p.gpu : p.cpu;
+      REQUIRE_OK(ops::reshape_and_cache(
+          *s.dev, s.k,
+          {.key = key.on(side), .value = value.on(side), .k_cache = kc.on(side),
+           .v_cache = vc.on(side), .slot_mapping = slots.on(side), .num_tokens = c.tokens,
+           .num_kv_heads = c.kv_heads, .head_dim = c.dim, .block_size = c.block_size,
+           .key_stride = stride, .value_stride = stride}));
+      REQUIRE_OK(ops::reshape_and_cache_flash_v_only(
+          *s.dev, s.k,
+          {.value = value.on(side), .v_cache = vo.on(side), .slot_mapping = slots.on(side),
+           .num_tokens = c.tokens, .num_kv_heads = c.kv_heads, .head_dim = c.dim,
+           .block_size = c.block_size, .value_stride = stride}));
+    }
+    check_bitwise<uint16_t>(kc, "k_cache");
+    check_bitwise<uint16_t>(vc, "v_cache");
+    check_bitwise<uint16_t>(vo, "v_cache (v only)");
+  }
+}
+
+TEST_CASE("reshape_and_cache_fp8 matches the reference bit for bit, saturation included") {
+  Pair& p = pair();
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  for (const CopyShape& c : kCopyShapes) {
+    INFO("tokens " << c.tokens << " kv_heads " << c.kv_heads << " head_dim " << c.dim
+                   << " block_size " << c.block_size << " stride pad " << c.stride_pad);
+    const uint32_t row = c.kv_heads * c.dim, stride = row + c.stride_pad;
+    const uint32_t blocks = (c.tokens + c.block_size - 1) / c.block_size + 3;
+    const uint64_t cache_stride = uint64_t{c.block_size} * row + 64;  // padded blocks
+    // Values up to 2 / 0.004 = 500: some saturate at 448.
+    const float k_scale = 0.004f, v_scale = 0.0371f;
+    Twin key(p, random_bf16(gen, size_t{c.tokens} * stride, 0.001f, 2.0f));
+    Twin value(p, random_bf16(gen, size_t{c.tokens} * stride, 0.001f, 2.0f));
+    Twin slots(p, random_slots(gen, c.tokens, blocks, c.block_size));
+    Twin kc(p, blocks * cache_stride), vc(p, blocks * cache_stride);
+    kc.poison();
+    vc.poison();
+    for (int side = 0; side < 2; ++side) {
+      Side& s = side == 0 ? p.gpu : p.cpu;
+      REQUIRE_OK(ops::reshape_and_cache_fp8(
+          *s.dev, s.k,
+          {.key = key.on(side), .value = value.on(side), .k_cache = kc.on(side),
+           .v_cache = vc.on(side), .slot_mapping = slots.on(side), .num_tokens = c.tokens,
+           .num_kv_heads = c.kv_heads, .head_dim = c.dim, .block_size = c.block_size,
+           .k_scale = k_scale, .v_scale = v_scale, .key_stride = stride, .value_stride = stride,
+           .cache_stride = cache_stride}));
+    }
+    check_bitwise<uint8_t>(kc, "k_cache fp8");
+    check_bitwise<uint8_t>(vc, "v_cache fp8");
+  }
+}
+
+// Elementwise comparison of two caches of decoded values: bit-equal where
+// the reference left the poison, else within rel * |ref| + abs_frac * max
+// over the row of `row` elements.
+template <typename T, typename Decode>
+void check_close_rows(const Twin& t, size_t row, double rel, double abs_frac, Decode decode,
+                      const char* what) {
+  const auto g = t.read<T>(0), c = t.read<T>(1);
+  size_t bad = 0, first = 0, compared = 0;
+  double worst = 0;
+  for (size_t r0 = 0; r0 + row <= g.size(); r0 += row) {
+    double mx = 0;
+    for (size_t i = r0; i < r0 + row; ++i)
+      if (c[i] != T(~T(0))) mx = std::max(mx, std::fabs(decode(c[i])));
+    for (size_t i = r0; i < r0 + row; ++i) {
+      if (c[i] == T(~T(0))) {
+        if (g[i] != c[i] && bad++ == 0) first = i;
+        continue;
+      }
+      ++compared;
+      const double a = decode(g[i]), b = decode(c[i]);
+      const double err = std::fabs(a - b);
+      const double bound = rel * std::fabs(b) + abs_frac * mx;
+      if (!(err <= bound)) {
+        if (bad++ == 0) first = i;
+      }
+      if (bound > 0) worst = std::max(worst, err / bound);
+    }
+  }
+  INFO(what << ": " << bad << " bad of " << compared << " compared; first at " << first
+            << " gpu " << decode(g[first]) << " cpu " << decode(c[first])
+            << "; worst error / bound " << worst);
+  CHECK(compared > 0);
+  CHECK(bad == 0);
+}
+
+double bf16d(uint16_t b) { return reference::bf16_to_f32(b); }
+double fp8d(uint8_t b) { return reference::fp8_e4m3_to_f32(b); }
+
+TEST_CASE("fused K norm + RoPE cache writes match the reference") {
+  Pair& p = pair();
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  struct Shape {
+    uint32_t tokens, kv_heads, dim, rotary, block_size;
+  };
+  for (const Shape& c : {Shape{200, 4, 128, 128, 16}, Shape{77, 2, 64, 32, 32},
+                         Shape{100, 1, 256, 128, 16}, Shape{33, 8, 96, 96, 16}}) {
+    INFO("tokens " << c.tokens << " kv_heads " << c.kv_heads << " head_dim " << c.dim
+                   << " rotary " << c.rotary << " block_size " << c.block_size);
+    const uint32_t row = c.kv_heads * c.dim;
+    const uint32_t blocks = (c.tokens + c.block_size - 1) / c.block_size + 2;
+    const size_t elems = size_t{blocks} * c.block_size * row;
+    Twin k_in(p, random_bf16(gen, size_t{c.tokens} * row));
+    Twin weight(p, random_bf16(gen, c.dim, 0.5f, 1.5f));
+    std::vector<int32_t> pos(c.tokens), ph(c.tokens), pw(c.tokens);
+    for (uint32_t t = 0; t < c.tokens; ++t) {
+      pos[t] = int32_t(gen() % 4096);
+      ph[t] = int32_t(gen() % 4096);
+      pw[t] = int32_t(gen() % 4096);
+    }
+    Twin positions(p, pos), pos_h(p, ph), pos_w(p, pw);
+    Twin slots(p, random_slots(gen, c.tokens, blocks, c.block_size));
+    Twin kb(p, elems * 2), km(p, elems * 2), km_same(p, elems * 2), k8(p, elems);
+    kb.poison();
+    km.poison();
+    km_same.poison();
+    k8.poison();
+    const float eps = 1e-5f, theta = 10000.0f, inv_scale = 1.0f / 0.015f;
+    for (int side = 0; side < 2; ++side) {
+      Side& s = side == 0 ? p.gpu : p.cpu;
+      REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16(
+          *s.dev, s.k,
+          {.k_in = k_in.on(side), .k_norm_weight = weight.on(side), .positions = positions.on(side),
+           .k_cache = kb.on(side), .slot_mapping = slots.on(side), .num_tokens = c.tokens,
+           .num_kv_heads = c.kv_heads, .head_dim = c.dim, .rotary_dim = c.rotary,
+           .block_size = c.block_size, .rms_eps = eps, .theta = theta}));
+      REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16_mrope(
+          *s.dev, s.k,
+          {.k_in = k_in.on(side), .k_norm_weight = weight.on(side), .pos_t = positions.on(side),
+           .pos_h = pos_h.on(side), .pos_w = pos_w.on(side), .k_cache = km.on(side),
+           .slot_mapping = slots.on(side), .num_tokens = c.tokens, .num_kv_heads = c.kv_heads,
+           .head_dim = c.dim, .rotary_dim = c.rotary, .block_size = c.block_size,
+           .rms_eps = eps, .theta = theta}));
+      REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16_mrope(
+          *s.dev, s.k,
+          {.k_in = k_in.on(side), .k_norm_weight = weight.on(side), .pos_t = positions.on(side),
+           .pos_h = positions.on(side), .pos_w = positions.on(side), .k_cache = km_same.on(side),
+           .slot_mapping = slots.on(side), .num_tokens = c.tokens, .num_kv_heads = c.kv_heads,
+           .head_dim = c.dim, .rotary_dim = c.rotary, .block_size = c.block_size,
+           .rms_eps = eps, .theta = theta}));
+      REQUIRE_OK(ops::fused_k_norm_rope_cache_write_fp8(
+          *s.dev, s.k,
+          {.k_in = k_in.on(side), .k_norm_weight = weight.on(side), .positions = positions.on(side),
+           .k_cache = k8.on(side), .slot_mapping = slots.on(side), .num_tokens = c.tokens,
+           .num_kv_heads = c.kv_heads, .head_dim = c.dim, .rotary_dim = c.rotary,
+           .block_size = c.block_size, .rms_eps = eps, .theta = theta, .inv_scale = inv_scale}));
+    }
+    check_close_rows<uint16_t>(kb, c.dim, 0x1p-7, 0x1p-9, bf16d, "fused bf16");
+    check_close_rows<uint16_t>(km, c.dim, 0x1p-7, 0x1p-9, bf16d, "fused bf16 mrope");
+    check_close_rows<uint8_t>(k8, c.dim, 0x1p-3, 0x1p-9, fp8d, "fused fp8");
+    // With equal positions the MRoPE variant is the scalar one, bit for bit (on the GPU too).
+    const auto a = kb.read<uint16_t>(0), b = km_same.read<uint16_t>(0);
+    CHECK(std::equal(a.begin(), a.end(), b.begin()));
+  }
+}
+
+// ── decode attention ─────────────────────────────────────────────────────────
+
+struct DecodeCase {
+  bool fp8;
+  uint32_t q_heads, kv_heads, dim, block_size, window;
+  std::vector<int32_t> lens;
+  uint32_t splits;  // the op's num_splits: 0 auto, 1 never, n forced
+  float q_gain;     // scales q: larger makes the softmax peakier
+};
+
+std::string describe(const DecodeCase& c) {
+  std::string lens;
+  for (int32_t l : c.lens) lens += std::to_string(l) + " ";
+  return std::string(c.fp8 ? "fp8" : "bf16") + " q_heads " + std::to_string(c.q_heads) +
+         " kv_heads " + std::to_string(c.kv_heads) + " head_dim " + std::to_string(c.dim) +
+         " block_size " + std::to_string(c.block_size) + " window " + std::to_string(c.window) +
+         " splits " + std::to_string(c.splits) + " lens " + lens;
+}
+
+// Runs one decode case on both devices through the op (or, with
+// `seed_geometry`, straight through KernelLaunch with grid.x = num_q_heads)
+// and compares the outputs.
+void run_decode(const DecodeCase& c, std::mt19937_64& gen, bool seed_geometry = false) {
+  Pair& p = pair();
+  INFO(describe(c) << (seed_geometry ? " (seed geometry)" : ""));
+  const uint32_t seqs = uint32_t(c.lens.size());
+  const int32_t longest = *std::max_element(c.lens.begin(), c.lens.end());
+  const uint32_t max_blocks = uint32_t((longest + c.block_size - 1) / c.block_size) + 1;
+  const uint32_t row = c.kv_heads * c.dim;
+  const uint32_t q_stride = c.q_heads * c.dim + 24;
+  const uint64_t block_stride = uint64_t{c.block_size} * row + (c.fp8 ? 64 : 0);
+  uint32_t used = 0;
+  for (int32_t l : c.lens) used += (l + c.block_size - 1) / c.block_size;
+  const uint32_t pool_blocks = used + 2;
+  const auto ids = shuffled(gen, int32_t(pool_blocks));
+  std::vector<int32_t> tables(size_t{seqs} * max_blocks, -1);
+  uint32_t next = 0;
+  for (uint32_t s = 0; s < seqs; ++s)
+    for (uint32_t b = 0; b < (c.lens[s] + c.block_size - 1) / c.block_size; ++b)
+      tables[size_t{s} * max_blocks + b] = ids[next++];
+
+  std::vector<bf16_bits> q = random_bf16(gen, size_t{seqs} * q_stride, 0.25f * c.q_gain,
+                                         2.0f * c.q_gain);
+  const float k_scale = 0.021f, v_scale = 0.033f;
+  double max_v = 0;
+  std::unique_ptr<Twin> kc, vc;
+  const size_t pool = pool_blocks * block_stride;
+  if (c.fp8) {
+    auto k8 = random_fp8(gen, pool, 2.0f, 100.0f);
+    auto v8 = random_fp8(gen, pool, 2.0f, 100.0f);
+    for (auto x : v8) max_v = std::max(max_v, std::fabs(fp8d(x)) * v_scale);
+    kc = std::make_unique<Twin>(p, k8);
+    vc = std::make_unique<Twin>(p, v8);
+  } else {
+    auto kb = random_bf16(gen, pool);
+    auto vb = random_bf16(gen, pool);
+    for (auto x : vb) max_v = std::max(max_v, std::fabs(bf16d(x)));
+    kc = std::make_unique<Twin>(p, kb);
+    vc = std::make_unique<Twin>(p, vb);
+  }
+  Twin qb(p, q), tb(p, tables), lb(p, c.lens);
+  Twin out(p, size_t{seqs} * c.q_heads * c.dim * 2);
+  const uint32_t max_splits = std::max<uint32_t>(c.splits, ops::kMaxDecodeSplits);
+  Twin ws(p, ops::paged_decode_workspace_bytes(seqs, c.q_heads, c.dim, max_splits));
+  out.poison();
+  ws.poison();
+  const float inv_sqrt_d = 1.0f / std::sqrt(float(c.dim));
+  for (int side = 0; side < 2; ++side) {
+    Side& s = side == 0 ? p.gpu : p.cpu;
+    if (seed_geometry) {
+      const Kernel kern = c.fp8 ? s.k.paged_decode_attn_fp8 : s.k.paged_decode_attn_bf16;
+      KernelLaunch l(*s.dev, kern);
+      l.grid({c.q_heads, seqs}).block({256});
+      l.arg(qb.on(side)).arg(kc->on(side)).arg(vc->on(side)).arg(out.on(side));
+      l.arg(tb.on(side)).arg(lb.on(side)).arg(max_blocks).arg(c.q_heads).arg(c.kv_heads);
+      l.arg(c.dim).arg(c.block_size).arg(inv_sqrt_d);
+      if (c.fp8) l.arg(k_scale).arg(v_scale);
+      l.arg(q_stride);
+      if (c.fp8) l.arg(block_stride);
+      l.arg(c.window);
+      REQUIRE_OK(l.launch());
+    } else if (c.fp8) {
+      REQUIRE_OK(ops::paged_decode_attn_fp8(
+          *s.dev, s.k,
+          {.q = qb.on(side), .k_cache = kc->on(side), .v_cache = vc->on(side),
+           .out = out.on(side), .block_tables = tb.on(side), .seq_lens = lb.on(side),
+           .max_blocks_per_seq = max_blocks, .num_seqs = seqs, .num_q_heads = c.q_heads,
+           .num_kv_heads = c.kv_heads, .head_dim = c.dim, .block_size = c.block_size,
+           .inv_sqrt_d = inv_sqrt_d, .k_scale = k_scale, .v_scale = v_scale,
+           .q_stride = q_stride, .cache_stride = block_stride, .sliding_window = c.window,
+           .workspace = ws.on(side), .workspace_bytes = ws.bytes(), .num_splits = c.splits}));
+    } else {
+      REQUIRE_OK(ops::paged_decode_attn_bf16(
+          *s.dev, s.k,
+          {.q = qb.on(side), .k_cache = kc->on(side), .v_cache = vc->on(side),
+           .out = out.on(side), .block_tables = tb.on(side), .seq_lens = lb.on(side),
+           .max_blocks_per_seq = max_blocks, .num_seqs = seqs, .num_q_heads = c.q_heads,
+           .num_kv_heads = c.kv_heads, .head_dim = c.dim, .block_size = c.block_size,
+           .inv_sqrt_d = inv_sqrt_d, .q_stride = q_stride, .sliding_window = c.window,
+           .workspace = ws.on(side), .workspace_bytes = ws.bytes(), .num_splits = c.splits}));
+    }
+  }
+  const auto g = out.read<uint16_t>(0), r = out.read<uint16_t>(1);
+  size_t bad = 0, first = 0;
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double a = bf16d(g[i]), b = bf16d(r[i]);
+    const double bound = 0x1p-7 * std::fabs(b) + 0x1p-10 * max_v;
+    const double err = std::fabs(a - b);
+    if (!(err <= bound) && bad++ == 0) first = i;
+    worst = std::max(worst, err / bound);
+  }
+  // Sequences of length 0 get exact zeros.
+  size_t nonzero_empty = 0;
+  for (uint32_t s = 0; s < seqs; ++s)
+    if (c.lens[s] == 0)
+      for (size_t i = size_t{s} * c.q_heads * c.dim; i < size_t{s + 1} * c.q_heads * c.dim; ++i)
+        nonzero_empty += g[i] != 0;
+  INFO(bad << " of " << g.size() << " outputs out of tolerance; first at " << first << " gpu "
+           << bf16d(g[first]) << " cpu " << bf16d(r[first]) << "; worst error / bound " << worst);
+  CHECK(bad == 0);
+  CHECK(nonzero_empty == 0);
+}
+
+TEST_CASE("paged decode attention matches the reference over dims, GQA, blocks, windows") {
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  uint32_t n = 0;
+  for (bool fp8 : {false, true})
+    for (uint32_t dim : {64u, 128u, 256u})
+      for (uint32_t group : {1u, 4u, 8u})
+        for (uint32_t block_size : {16u, 32u}) {
+          const uint32_t kv_heads = group == 8 ? 2 : 4;
+          const uint32_t window = (n % 2 == 1) ? 37 + 61 * (n % 5) : 0;
+          // Ragged: empty, one token, block-size edges, several chunks.
+          std::vector<int32_t> lens = {0, 1, int32_t(block_size), int32_t(block_size) + 1,
+                                       int32_t(50 + gen() % 200), int32_t(600 + gen() % 500)};
+          const uint32_t splits = n % 3 == 0 ? 1 : (n % 3 == 1 ? 0 : 5);
+          const float gain = n % 4 == 3 ? 6.0f : 1.0f;
+          run_decode({fp8, kv_heads * group, kv_heads, dim, block_size, window, lens, splits, gain},
+                     gen);
+          ++n;
+        }
+}
+
+TEST_CASE("paged decode attention: two heads per CTA, generic head_dim, seed geometry") {
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  for (bool fp8 : {false, true}) {
+    // GQA group 2 (hpc 2) and 6 (hpc 2, three CTAs per KV head).
+    run_decode({fp8, 8, 4, 128, 16, 0, {700, 3, 129}, 1, 1.0f}, gen);
+    run_decode({fp8, 12, 2, 64, 32, 100, {1000, 0, 64}, 0, 2.0f}, gen);
+    // head_dim not a power of two: lanes past it idle.
+    run_decode({fp8, 8, 2, 96, 16, 0, {333, 17}, 1, 1.0f}, gen);
+    run_decode({fp8, 4, 4, 200, 16, 0, {250, 900}, 4, 1.0f}, gen);
+    // One query head per CTA although the group is 4.
+    run_decode({fp8, 16, 4, 128, 16, 0, {500, 31, 0}, 1, 1.0f}, gen, /*seed_geometry=*/true);
+  }
+  // Batch 1, long context: the op splits on its own.
+  run_decode({false, 32, 8, 128, 16, 0, {8192}, 0, 1.0f}, gen);
+  run_decode({true, 32, 8, 128, 32, 2048, {8000}, 0, 1.0f}, gen);
+}
+
+}  // namespace
+}  // namespace sparkrt

@@ -1,0 +1,354 @@
+// Contract tests of the kv_cache and paged_attention op wrappers on the
+// recording mock: which kernels are looked up and in what order, and for each
+// op the launch exactly as the kernel contract (docs/kernels.md) and the op's
+// documented geometry say: grid, block, shared memory, stream, and every
+// argument's kind and bytes. Empty work launches nothing; shapes the kernels
+// cannot honour launch nothing either.
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "ops_test_support.h"
+#include "sparkrt/testing/mock.h"
+
+using namespace opstest;
+using sparkrt::DevicePtr;
+using sparkrt::Dim3;
+using sparkrt::Stream;
+using sparkrt::testing::MockArg;
+using sparkrt::testing::MockInspector;
+using sparkrt::testing::MockLaunch;
+namespace ops = sparkrt::ops;
+
+namespace {
+
+// A fresh mock device, its resolved kernels, a stream of its own, and random
+// distinct fake device addresses (the mock records pointers, never follows
+// them).
+struct MockFixture {
+  std::unique_ptr<sparkrt::Device> dev = open_device("mock");
+  MockInspector mock = inspect(*dev);
+  ops::KvCacheKernels kernels = resolve(*dev);
+  Stream stream = make_stream(*dev);
+  std::mt19937_64 gen{fresh_seed()};
+
+  DevicePtr ptr() { return DevicePtr(0x7a0000000000 + (gen() & 0xffffffff) * 256); }
+  uint32_t u32(uint32_t lo, uint32_t hi) {
+    return std::uniform_int_distribution<uint32_t>(lo, hi)(gen);
+  }
+  float f32(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen); }
+
+  // The one launch the op made, after checking it was the only one.
+  MockLaunch only_launch() {
+    const auto launches = mock.launches();
+    REQUIRE(launches.size() == 1);
+    return launches[0];
+  }
+
+  static MockInspector inspect(sparkrt::Device& d) {
+    auto m = MockInspector::attach(d);
+    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    return *std::move(m);
+  }
+  static Stream make_stream(sparkrt::Device& d) {
+    auto s = d.create_stream();
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    return *s;
+  }
+};
+
+void check_launch(const MockLaunch& l, const char* module, const char* entry, Dim3 grid,
+                  Dim3 block, Stream stream, const std::vector<MockArg>& args) {
+  INFO("recorded: ", l);
+  CHECK(l.module == module);
+  CHECK(l.entry == entry);
+  CHECK(l.grid == grid);
+  CHECK(l.block == block);
+  CHECK(l.shared_mem == 0);  // every kernel of both modules uses static shared memory only
+  CHECK(l.stream == stream);
+  REQUIRE(l.args.size() == args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    INFO("argument #", i, ": expected ", args[i]);
+    CHECK(l.args[i] == args[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ops mock: KvCacheKernels::resolve looks each entry up once, in order") {
+  auto dev = open_device("mock");
+  auto mock = MockFixture::inspect(*dev);
+  const ops::KvCacheKernels k = resolve(*dev);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"kv_cache", "fill_slots_from_block_table"},
+      {"kv_cache", "reshape_and_cache"},
+      {"kv_cache", "reshape_and_cache_flash_v_only"},
+      {"kv_cache", "reshape_and_cache_fp8"},
+      {"kv_cache", "fused_k_norm_rope_cache_write_bf16"},
+      {"kv_cache", "fused_k_norm_rope_cache_write_bf16_mrope"},
+      {"kv_cache", "fused_k_norm_rope_cache_write_fp8"},
+      {"paged_attention", "paged_decode_attn_bf16"},
+      {"paged_attention", "paged_decode_attn_fp8"},
+      {"paged_attention", "paged_decode_attn_bf16_split"},
+      {"paged_attention", "paged_decode_attn_fp8_split"},
+      {"paged_attention", "paged_decode_attn_combine"},
+  };
+  CHECK(mock.lookups() == expected);
+  CHECK(mock.launch_count() == 0);
+  CHECK(k.reshape_and_cache.entry() == "reshape_and_cache");
+  CHECK(k.paged_decode_attn_combine.module() == "paged_attention");
+
+  // Resolving again is served from the runtime's cache: no new lookups.
+  resolve(*dev);
+  CHECK(mock.lookups().size() == expected.size());
+}
+
+TEST_CASE("ops mock: resolve reports the first missing kernel and stops") {
+  auto dev = open_device("mock");
+  auto mock = MockFixture::inspect(*dev);
+  REQUIRE_OK(mock.deny_lookup("kv_cache", "reshape_and_cache_fp8"));
+  auto k = ops::KvCacheKernels::resolve(*dev);
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.status().code() == absl::StatusCode::kNotFound);
+  CHECK(contains(k.status(), "reshape_and_cache_fp8"));
+  const auto lookups = mock.lookups();
+  REQUIRE(lookups.size() == 4);
+  CHECK(lookups.back().second == "reshape_and_cache_fp8");
+}
+
+TEST_CASE("ops mock: fill_slots_from_block_table") {
+  MockFixture f;
+  const ops::FillSlotsArgs a{.slots = f.ptr(),
+                             .block_table = f.ptr(),
+                             .start_pos = f.u32(0, 5000),
+                             .count = f.u32(257, 2000),
+                             .block_size = 16};
+  REQUIRE_OK(ops::fill_slots_from_block_table(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "kv_cache", "fill_slots_from_block_table",
+               Dim3{(a.count + 255) / 256}, Dim3{256}, f.stream,
+               {MockArg::of(a.slots), MockArg::of(a.block_table), MockArg::of(a.start_pos),
+                MockArg::of(a.count), MockArg::of(a.block_size)});
+
+  SUBCASE("count 0 launches nothing") {
+    ops::FillSlotsArgs empty = a;
+    empty.count = 0;
+    REQUIRE_OK(ops::fill_slots_from_block_table(*f.dev, f.kernels, empty, f.stream));
+    CHECK(f.mock.launch_count() == 1);
+  }
+  SUBCASE("block_size 0 is refused") {
+    ops::FillSlotsArgs bad = a;
+    bad.block_size = 0;
+    const absl::Status s = ops::fill_slots_from_block_table(*f.dev, f.kernels, bad, f.stream);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, "block_size"));
+    CHECK(f.mock.launch_count() == 1);
+  }
+}
+
+TEST_CASE("ops mock: reshape_and_cache") {
+  MockFixture f;
+  const uint32_t heads = f.u32(1, 8), dim = 128;
+  const ops::ReshapeAndCacheArgs a{.key = f.ptr(),
+                                   .value = f.ptr(),
+                                   .k_cache = f.ptr(),
+                                   .v_cache = f.ptr(),
+                                   .slot_mapping = f.ptr(),
+                                   .num_tokens = f.u32(1, 5000),
+                                   .num_kv_heads = heads,
+                                   .head_dim = dim,
+                                   .block_size = 32,
+                                   .key_stride = heads * dim * 3,  // a fused QKV row
+                                   .value_stride = heads * dim + f.u32(0, 64)};
+  REQUIRE_OK(ops::reshape_and_cache(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "kv_cache", "reshape_and_cache", Dim3{a.num_tokens}, Dim3{256},
+               f.stream,
+               {MockArg::of(a.key), MockArg::of(a.value), MockArg::of(a.k_cache),
+                MockArg::of(a.v_cache), MockArg::of(a.slot_mapping), MockArg::of(a.num_kv_heads),
+                MockArg::of(a.head_dim), MockArg::of(a.block_size), MockArg::of(a.key_stride),
+                MockArg::of(a.value_stride)});
+
+  SUBCASE("no tokens launches nothing") {
+    ops::ReshapeAndCacheArgs empty = a;
+    empty.num_tokens = 0;
+    REQUIRE_OK(ops::reshape_and_cache(*f.dev, f.kernels, empty, f.stream));
+    CHECK(f.mock.launch_count() == 1);
+  }
+  SUBCASE("a row stride shorter than a row is refused") {
+    ops::ReshapeAndCacheArgs bad = a;
+    bad.key_stride = heads * dim - 1;
+    const absl::Status s = ops::reshape_and_cache(*f.dev, f.kernels, bad, f.stream);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, "key_stride"));
+    CHECK(f.mock.launch_count() == 1);
+  }
+}
+
+TEST_CASE("ops mock: reshape_and_cache_flash_v_only") {
+  MockFixture f;
+  const uint32_t heads = f.u32(1, 8);
+  const ops::ReshapeAndCacheVOnlyArgs a{.value = f.ptr(),
+                                        .v_cache = f.ptr(),
+                                        .slot_mapping = f.ptr(),
+                                        .num_tokens = f.u32(1, 5000),
+                                        .num_kv_heads = heads,
+                                        .head_dim = 64,
+                                        .block_size = 16,
+                                        .value_stride = heads * 64};
+  REQUIRE_OK(ops::reshape_and_cache_flash_v_only(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "kv_cache", "reshape_and_cache_flash_v_only", Dim3{a.num_tokens},
+               Dim3{256}, f.stream,
+               {MockArg::of(a.value), MockArg::of(a.v_cache), MockArg::of(a.slot_mapping),
+                MockArg::of(a.num_kv_heads), MockArg::of(a.head_dim), MockArg::of(a.block_size),
+                MockArg::of(a.value_stride)});
+  ops::ReshapeAndCacheVOnlyArgs empty = a;
+  empty.num_tokens = 0;
+  REQUIRE_OK(ops::reshape_and_cache_flash_v_only(*f.dev, f.kernels, empty, f.stream));
+  CHECK(f.mock.launch_count() == 1);
+}
+
+TEST_CASE("ops mock: reshape_and_cache_fp8") {
+  MockFixture f;
+  const uint32_t heads = f.u32(1, 8), dim = 256, block = 16;
+  const ops::ReshapeAndCacheFp8Args a{
+      .key = f.ptr(),
+      .value = f.ptr(),
+      .k_cache = f.ptr(),
+      .v_cache = f.ptr(),
+      .slot_mapping = f.ptr(),
+      .num_tokens = f.u32(1, 5000),
+      .num_kv_heads = heads,
+      .head_dim = dim,
+      .block_size = block,
+      .k_scale = f.f32(0.01f, 2.0f),
+      .v_scale = f.f32(0.01f, 2.0f),
+      .key_stride = heads * dim,
+      .value_stride = heads * dim * 2,
+      .cache_stride = uint64_t{block} * heads * dim + f.u32(0, 4096)};
+  REQUIRE_OK(ops::reshape_and_cache_fp8(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "kv_cache", "reshape_and_cache_fp8", Dim3{a.num_tokens},
+               Dim3{256}, f.stream,
+               {MockArg::of(a.key), MockArg::of(a.value), MockArg::of(a.k_cache),
+                MockArg::of(a.v_cache), MockArg::of(a.slot_mapping), MockArg::of(a.num_kv_heads),
+                MockArg::of(a.head_dim), MockArg::of(a.block_size), MockArg::of(a.k_scale),
+                MockArg::of(a.v_scale), MockArg::of(a.key_stride), MockArg::of(a.value_stride),
+                MockArg::of(a.cache_stride)});
+
+  SUBCASE("no tokens launches nothing") {
+    ops::ReshapeAndCacheFp8Args empty = a;
+    empty.num_tokens = 0;
+    REQUIRE_OK(ops::reshape_and_cache_fp8(*f.dev, f.kernels, empty, f.stream));
+    CHECK(f.mock.launch_count() == 1);
+  }
+  SUBCASE("a cache stride below one block is refused") {
+    ops::ReshapeAndCacheFp8Args bad = a;
+    bad.cache_stride = uint64_t{block} * heads * dim - 1;
+    const absl::Status s = ops::reshape_and_cache_fp8(*f.dev, f.kernels, bad, f.stream);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, "cache_stride"));
+    CHECK(f.mock.launch_count() == 1);
+  }
+  SUBCASE("a zero scale is refused") {
+    ops::ReshapeAndCacheFp8Args bad = a;
+    bad.v_scale = 0.0f;
+    const absl::Status s = ops::reshape_and_cache_fp8(*f.dev, f.kernels, bad, f.stream);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, "v_scale"));
+    CHECK(f.mock.launch_count() == 1);
+  }
+}
+
+TEST_CASE("ops mock: fused_k_norm_rope_cache_write_bf16") {
+  MockFixture f;
+  for (uint32_t dim : {64u, 128u, 256u}) {
+    CAPTURE(dim);
+    REQUIRE_OK(f.mock.reset());
+    const ops::FusedKNormRopeArgs a{.k_in = f.ptr(),
+                                    .k_norm_weight = f.ptr(),
+                                    .positions = f.ptr(),
+                                    .k_cache = f.ptr(),
+                                    .slot_mapping = f.ptr(),
+                                    .num_tokens = f.u32(1, 5000),
+                                    .num_kv_heads = f.u32(1, 16),
+                                    .head_dim = dim,
+                                    .rotary_dim = dim / 2,
+                                    .block_size = 16,
+                                    .rms_eps = f.f32(1e-6f, 1e-5f),
+                                    .theta = f.f32(1e4f, 1e6f)};
+    REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16(*f.dev, f.kernels, a, f.stream));
+    check_launch(f.only_launch(), "kv_cache", "fused_k_norm_rope_cache_write_bf16",
+                 Dim3{a.num_tokens, a.num_kv_heads}, Dim3{dim}, f.stream,
+                 {MockArg::of(a.k_in), MockArg::of(a.k_norm_weight), MockArg::of(a.positions),
+                  MockArg::of(a.k_cache), MockArg::of(a.slot_mapping),
+                  MockArg::of(a.num_kv_heads), MockArg::of(a.head_dim),
+                  MockArg::of(a.rotary_dim), MockArg::of(a.block_size), MockArg::of(a.rms_eps),
+                  MockArg::of(a.theta)});
+    ops::FusedKNormRopeArgs empty = a;
+    empty.num_tokens = 0;
+    REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16(*f.dev, f.kernels, empty, f.stream));
+    CHECK(f.mock.launch_count() == 1);
+    ops::FusedKNormRopeArgs odd = a;
+    odd.rotary_dim = dim / 2 + 1;
+    const absl::Status s = ops::fused_k_norm_rope_cache_write_bf16(*f.dev, f.kernels, odd, f.stream);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, "rotary_dim"));
+    CHECK(f.mock.launch_count() == 1);
+  }
+}
+
+TEST_CASE("ops mock: fused_k_norm_rope_cache_write_bf16_mrope") {
+  MockFixture f;
+  const ops::FusedKNormRopeMropeArgs a{.k_in = f.ptr(),
+                                       .k_norm_weight = f.ptr(),
+                                       .pos_t = f.ptr(),
+                                       .pos_h = f.ptr(),
+                                       .pos_w = f.ptr(),
+                                       .k_cache = f.ptr(),
+                                       .slot_mapping = f.ptr(),
+                                       .num_tokens = f.u32(1, 5000),
+                                       .num_kv_heads = f.u32(1, 16),
+                                       .head_dim = 128,
+                                       .rotary_dim = 128,
+                                       .block_size = 32,
+                                       .rms_eps = 1e-6f,
+                                       .theta = 1e6f};
+  REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16_mrope(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "kv_cache", "fused_k_norm_rope_cache_write_bf16_mrope",
+               Dim3{a.num_tokens, a.num_kv_heads}, Dim3{128}, f.stream,
+               {MockArg::of(a.k_in), MockArg::of(a.k_norm_weight), MockArg::of(a.pos_t),
+                MockArg::of(a.pos_h), MockArg::of(a.pos_w), MockArg::of(a.k_cache),
+                MockArg::of(a.slot_mapping), MockArg::of(a.num_kv_heads), MockArg::of(a.head_dim),
+                MockArg::of(a.rotary_dim), MockArg::of(a.block_size), MockArg::of(a.rms_eps),
+                MockArg::of(a.theta)});
+  ops::FusedKNormRopeMropeArgs empty = a;
+  empty.num_tokens = 0;
+  REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16_mrope(*f.dev, f.kernels, empty, f.stream));
+  CHECK(f.mock.launch_count() == 1);
+}
+
+TEST_CASE("ops mock: fused_k_norm_rope_cache_write_fp8") {
+  MockFixture f;
+  const ops::FusedKNormRopeFp8Args a{.k_in = f.ptr(),
+                                     .k_norm_weight = f.ptr(),
+                                     .positions = f.ptr(),
+                                     .k_cache = f.ptr(),
+                                     .slot_mapping = f.ptr(),
+                                     .num_tokens = f.u32(1, 5000),
+                                     .num_kv_heads = f.u32(1, 16),
+                                     .head_dim = 256,
+                                     .rotary_dim = 64,
+                                     .block_size = 16,
+                                     .rms_eps = 1e-6f,
+                                     .theta = 1e4f,
+                                     .inv_scale = f.f32(0.5f, 50.0f)};
+  REQUIRE_OK(ops::fused_k_norm_rope_cache_write_fp8(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "kv_cache", "fused_k_norm_rope_cache_write_fp8",
+               Dim3{a.num_tokens, a.num_kv_heads}, Dim3{256}, f.stream,
+               {MockArg::of(a.k_in), MockArg::of(a.k_norm_weight), MockArg::of(a.positions),
+                MockArg::of(a.k_cache), MockArg::of(a.slot_mapping), MockArg::of(a.num_kv_heads),
+                MockArg::of(a.head_dim), MockArg::of(a.rotary_dim), MockArg::of(a.block_size),
+                MockArg::of(a.rms_eps), MockArg::of(a.theta), MockArg::of(a.inv_scale)});
+  ops::FusedKNormRopeFp8Args empty = a;
+  empty.num_tokens = 0;
+  REQUIRE_OK(ops::fused_k_norm_rope_cache_write_fp8(*f.dev, f.kernels, empty, f.stream));
+  CHECK(f.mock.launch_count() == 1);
+}

@@ -1,0 +1,336 @@
+// Contract tests of the decode-attention ops on the recording mock (132
+// multiprocessors, like an H200): the one-pass launch, the heads-per-CTA
+// choice, and when and how the op splits the KV range (split launch, then
+// combine, with the workspace laid out as documented).
+#include <random>
+#include <vector>
+
+#include "ops_test_support.h"
+#include "sparkrt/testing/mock.h"
+
+using namespace opstest;
+using sparkrt::DevicePtr;
+using sparkrt::Dim3;
+using sparkrt::Stream;
+using sparkrt::testing::MockArg;
+using sparkrt::testing::MockInspector;
+using sparkrt::testing::MockLaunch;
+namespace ops = sparkrt::ops;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<sparkrt::Device> dev = open_device("mock");
+  MockInspector mock = attach(*dev);
+  ops::KvCacheKernels kernels = resolve(*dev);
+  Stream stream = make_stream(*dev);
+  std::mt19937_64 gen{fresh_seed()};
+
+  DevicePtr ptr() { return DevicePtr(0x7a0000000000 + (gen() & 0xffffffff) * 256); }
+
+  static MockInspector attach(sparkrt::Device& d) {
+    auto m = MockInspector::attach(d);
+    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    return *std::move(m);
+  }
+  static Stream make_stream(sparkrt::Device& d) {
+    auto s = d.create_stream();
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    return *s;
+  }
+
+  // A Llama-like decode: 32 query heads over 8 KV heads, head_dim 128.
+  ops::PagedDecodeAttnArgs bf16_args(uint32_t num_seqs, uint32_t max_blocks) {
+    return {.q = ptr(),
+            .k_cache = ptr(),
+            .v_cache = ptr(),
+            .out = ptr(),
+            .block_tables = ptr(),
+            .seq_lens = ptr(),
+            .max_blocks_per_seq = max_blocks,
+            .num_seqs = num_seqs,
+            .num_q_heads = 32,
+            .num_kv_heads = 8,
+            .head_dim = 128,
+            .block_size = 16,
+            .inv_sqrt_d = 0.08838834764f,
+            .q_stride = 32 * 128 + 2 * 8 * 128,  // q inside a fused QKV row
+            .sliding_window = 0};
+  }
+};
+
+void check_common(const MockLaunch& l, const char* entry, Dim3 grid, Stream stream) {
+  INFO("recorded: ", l);
+  CHECK(l.module == "paged_attention");
+  CHECK(l.entry == entry);
+  CHECK(l.grid == grid);
+  CHECK(l.block == Dim3{256});
+  CHECK(l.shared_mem == 0);
+  CHECK(l.stream == stream);
+}
+
+void check_args(const MockLaunch& l, const std::vector<MockArg>& args) {
+  INFO("recorded: ", l);
+  REQUIRE(l.args.size() == args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    INFO("argument #", i, ": expected ", args[i]);
+    CHECK(l.args[i] == args[i]);
+  }
+}
+
+std::vector<MockArg> one_pass_bf16_args(const ops::PagedDecodeAttnArgs& a) {
+  return {MockArg::of(a.q),           MockArg::of(a.k_cache),
+          MockArg::of(a.v_cache),     MockArg::of(a.out),
+          MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
+          MockArg::of(a.max_blocks_per_seq), MockArg::of(a.num_q_heads),
+          MockArg::of(a.num_kv_heads), MockArg::of(a.head_dim),
+          MockArg::of(a.block_size),  MockArg::of(a.inv_sqrt_d),
+          MockArg::of(a.q_stride),    MockArg::of(a.sliding_window)};
+}
+
+}  // namespace
+
+TEST_CASE("ops mock: paged_decode_attn_bf16 one pass, heads per CTA from the GQA group") {
+  Fixture f;
+  // Batch 64 x 8 CTAs fills 2 x 132 multiprocessors: no split, even with a
+  // workspace and a long context.
+  ops::PagedDecodeAttnArgs a = f.bf16_args(64, 512);
+  a.workspace = f.ptr();
+  a.workspace_bytes = ops::paged_decode_workspace_bytes(64, 32, 128);
+  REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
+  auto launches = f.mock.launches();
+  REQUIRE(launches.size() == 1);
+  check_common(launches[0], "paged_decode_attn_bf16", Dim3{32 / 4, 64}, f.stream);
+  check_args(launches[0], one_pass_bf16_args(a));
+
+  // hpc is the largest of 4, 2, 1 dividing num_q_heads / num_kv_heads.
+  struct Case {
+    uint32_t q_heads, kv_heads, grid_x;
+  };
+  for (const Case c : {Case{8, 8, 8}, Case{16, 8, 8}, Case{24, 4, 12}, Case{28, 4, 28},
+                       Case{64, 8, 16}, Case{12, 4, 12}}) {
+    CAPTURE(c.q_heads);
+    CAPTURE(c.kv_heads);
+    REQUIRE_OK(f.mock.reset());
+    ops::PagedDecodeAttnArgs b = f.bf16_args(300, 4);
+    b.num_q_heads = c.q_heads;
+    b.num_kv_heads = c.kv_heads;
+    b.q_stride = c.q_heads * 128;
+    REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, b, f.stream));
+    launches = f.mock.launches();
+    REQUIRE(launches.size() == 1);
+    check_common(launches[0], "paged_decode_attn_bf16", Dim3{c.grid_x, 300}, f.stream);
+    check_args(launches[0], one_pass_bf16_args(b));
+    auto plan = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(plan.ok());
+    CHECK(plan->heads_per_cta == c.q_heads / c.grid_x);
+    CHECK(plan->num_splits == 1);
+  }
+}
+
+TEST_CASE("ops mock: paged_decode_attn_bf16 splits a long context when the CTAs cannot fill the device") {
+  Fixture f;
+  // Batch 1, 8 CTAs, context 4096: 264 / 8 -> 33 wanted, 4096 / 128 = 32 by
+  // length: 32 splits.
+  ops::PagedDecodeAttnArgs a = f.bf16_args(1, 256);
+  a.workspace = f.ptr();
+  a.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128);
+  REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
+  const auto launches = f.mock.launches();
+  REQUIRE(launches.size() == 2);
+  const uint32_t n = 32;
+  check_common(launches[0], "paged_decode_attn_bf16_split", Dim3{8, 1, n}, f.stream);
+  // Partial outputs first, then (max, sum) pairs at the next 256-byte boundary.
+  const DevicePtr part_acc = a.workspace;
+  const DevicePtr part_ml = a.workspace + ((uint64_t{1} * 32 * n * 128 * 4 + 255) / 256 * 256);
+  check_args(launches[0],
+             {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
+              MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.block_tables),
+              MockArg::of(a.seq_lens), MockArg::of(a.max_blocks_per_seq),
+              MockArg::of(a.num_q_heads), MockArg::of(a.num_kv_heads), MockArg::of(a.head_dim),
+              MockArg::of(a.block_size), MockArg::of(a.inv_sqrt_d), MockArg::of(a.q_stride),
+              MockArg::of(a.sliding_window), MockArg::of(n)});
+  check_common(launches[1], "paged_decode_attn_combine", Dim3{32, 1}, f.stream);
+  check_args(launches[1], {MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.out),
+                           MockArg::of(a.num_q_heads), MockArg::of(a.head_dim), MockArg::of(n)});
+  auto plan = ops::plan_paged_decode(*f.dev, a);
+  REQUIRE(plan.ok());
+  CHECK(plan->num_splits == n);
+  CHECK(plan->heads_per_cta == 4);
+
+  SUBCASE("the host bound on seq_lens caps the splits") {
+    ops::PagedDecodeAttnArgs b = a;
+    b.max_seq_len = 1000;  // 1000 / 128 = 7
+    auto p = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(p.ok());
+    CHECK(p->num_splits == 7);
+  }
+  SUBCASE("a sliding window caps the splits") {
+    ops::PagedDecodeAttnArgs b = a;
+    b.sliding_window = 512;  // 4
+    auto p = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(p.ok());
+    CHECK(p->num_splits == 4);
+  }
+  SUBCASE("a short context is not split") {
+    ops::PagedDecodeAttnArgs b = a;
+    b.max_seq_len = 255;
+    auto p = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(p.ok());
+    CHECK(p->num_splits == 1);
+  }
+  SUBCASE("a smaller workspace caps the splits, none means one pass") {
+    ops::PagedDecodeAttnArgs b = a;
+    b.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128, 5);
+    auto p = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(p.ok());
+    CHECK(p->num_splits == 5);
+    b.workspace = DevicePtr();
+    p = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(p.ok());
+    CHECK(p->num_splits == 1);
+    REQUIRE_OK(f.mock.reset());
+    REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, b, f.stream));
+    REQUIRE(f.mock.launch_count() == 1);
+    CHECK(f.mock.launch(0).entry == "paged_decode_attn_bf16");
+  }
+  SUBCASE("num_splits forces the geometry") {
+    ops::PagedDecodeAttnArgs b = a;
+    b.num_splits = 1;
+    auto p = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(p.ok());
+    CHECK(p->num_splits == 1);
+    b.num_splits = 3;
+    p = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(p.ok());
+    CHECK(p->num_splits == 3);
+    b.num_splits = ops::kMaxDecodeSplits + 1;
+    CHECK(ops::plan_paged_decode(*f.dev, b).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+    b.num_splits = 8;
+    b.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128, 8) - 1;
+    const absl::Status s = ops::paged_decode_attn_bf16(*f.dev, f.kernels, b, f.stream);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, "workspace"));
+  }
+}
+
+TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
+  Fixture f;
+  const ops::PagedDecodeAttnFp8Args a{.q = f.ptr(),
+                                      .k_cache = f.ptr(),
+                                      .v_cache = f.ptr(),
+                                      .out = f.ptr(),
+                                      .block_tables = f.ptr(),
+                                      .seq_lens = f.ptr(),
+                                      .max_blocks_per_seq = 128,
+                                      .num_seqs = 4,
+                                      .num_q_heads = 16,
+                                      .num_kv_heads = 2,
+                                      .head_dim = 64,
+                                      .block_size = 32,
+                                      .inv_sqrt_d = 0.125f,
+                                      .k_scale = 0.03f,
+                                      .v_scale = 0.07f,
+                                      .q_stride = 16 * 64,
+                                      .cache_stride = 32 * 2 * 64 + 128,
+                                      .sliding_window = 1000};
+  // No workspace: one pass, grid (16 / 4, 4).
+  REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, a, f.stream));
+  auto launches = f.mock.launches();
+  REQUIRE(launches.size() == 1);
+  check_common(launches[0], "paged_decode_attn_fp8", Dim3{4, 4}, f.stream);
+  check_args(launches[0],
+             {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache), MockArg::of(a.out),
+              MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
+              MockArg::of(a.max_blocks_per_seq), MockArg::of(a.num_q_heads),
+              MockArg::of(a.num_kv_heads), MockArg::of(a.head_dim), MockArg::of(a.block_size),
+              MockArg::of(a.inv_sqrt_d), MockArg::of(a.k_scale), MockArg::of(a.v_scale),
+              MockArg::of(a.q_stride), MockArg::of(a.cache_stride),
+              MockArg::of(a.sliding_window)});
+
+  // With a workspace: 16 CTAs want 264 / 16 -> 17, the window allows
+  // 1000 / 128 = 7: 7 splits.
+  REQUIRE_OK(f.mock.reset());
+  ops::PagedDecodeAttnFp8Args b = a;
+  b.workspace = f.ptr();
+  b.workspace_bytes = ops::paged_decode_workspace_bytes(4, 16, 64);
+  REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, b, f.stream));
+  launches = f.mock.launches();
+  REQUIRE(launches.size() == 2);
+  const uint32_t n = 7;
+  const DevicePtr part_ml = b.workspace + ((uint64_t{4} * 16 * n * 64 * 4 + 255) / 256 * 256);
+  check_common(launches[0], "paged_decode_attn_fp8_split", Dim3{4, 4, n}, f.stream);
+  check_args(launches[0],
+             {MockArg::of(b.q), MockArg::of(b.k_cache), MockArg::of(b.v_cache),
+              MockArg::of(b.workspace), MockArg::of(part_ml), MockArg::of(b.block_tables),
+              MockArg::of(b.seq_lens), MockArg::of(b.max_blocks_per_seq),
+              MockArg::of(b.num_q_heads), MockArg::of(b.num_kv_heads), MockArg::of(b.head_dim),
+              MockArg::of(b.block_size), MockArg::of(b.inv_sqrt_d), MockArg::of(b.k_scale),
+              MockArg::of(b.v_scale), MockArg::of(b.q_stride), MockArg::of(b.cache_stride),
+              MockArg::of(b.sliding_window), MockArg::of(n)});
+  check_common(launches[1], "paged_decode_attn_combine", Dim3{16, 4}, f.stream);
+  check_args(launches[1], {MockArg::of(b.workspace), MockArg::of(part_ml), MockArg::of(b.out),
+                           MockArg::of(b.num_q_heads), MockArg::of(b.head_dim), MockArg::of(n)});
+}
+
+TEST_CASE("ops mock: decode with no sequences launches nothing, bad shapes are refused") {
+  Fixture f;
+  ops::PagedDecodeAttnArgs a = f.bf16_args(0, 8);
+  REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
+  ops::PagedDecodeAttnFp8Args empty_fp8{};
+  REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, empty_fp8, f.stream));
+  CHECK(f.mock.launch_count() == 0);
+
+  const auto refused = [&](ops::PagedDecodeAttnArgs b, const char* what) {
+    CAPTURE(what);
+    const absl::Status s = ops::paged_decode_attn_bf16(*f.dev, f.kernels, b, f.stream);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, what));
+  };
+  ops::PagedDecodeAttnArgs b = f.bf16_args(2, 8);
+  b.num_q_heads = 30;  // not a multiple of 8 KV heads
+  refused(b, "num_q_heads");
+  b = f.bf16_args(2, 8);
+  b.head_dim = 100;
+  b.q_stride = 32 * 100;
+  refused(b, "head_dim");
+  b = f.bf16_args(2, 8);
+  b.head_dim = 512;
+  b.q_stride = 32 * 512;
+  refused(b, "head_dim");
+  b = f.bf16_args(2, 8);
+  b.q_stride = 32 * 128 - 8;
+  refused(b, "q_stride");
+  b = f.bf16_args(2, 0);
+  refused(b, "max_blocks_per_seq");
+  b = f.bf16_args(2, 8);
+  b.k_cache = b.k_cache + 8;  // rows are read 16 bytes at a time
+  refused(b, "aligned");
+
+  ops::PagedDecodeAttnFp8Args c{.q = f.ptr(),
+                                .k_cache = f.ptr(),
+                                .v_cache = f.ptr(),
+                                .out = f.ptr(),
+                                .block_tables = f.ptr(),
+                                .seq_lens = f.ptr(),
+                                .max_blocks_per_seq = 8,
+                                .num_seqs = 2,
+                                .num_q_heads = 8,
+                                .num_kv_heads = 8,
+                                .head_dim = 64,
+                                .block_size = 16,
+                                .inv_sqrt_d = 0.125f,
+                                .q_stride = 8 * 64,
+                                .cache_stride = 16 * 8 * 64 + 4,
+                                .sliding_window = 0};
+  absl::Status s = ops::paged_decode_attn_fp8(*f.dev, f.kernels, c, f.stream);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(contains(s, "cache_stride"));
+  c.cache_stride += 4;
+  c.v_scale = -1.0f;
+  s = ops::paged_decode_attn_fp8(*f.dev, f.kernels, c, f.stream);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(contains(s, "v_scale"));
+  CHECK(f.mock.launch_count() == 0);
+}
