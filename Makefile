@@ -4,7 +4,9 @@
 #   make deps      install missing build dependencies (apt; only what is missing)
 #   make build     configure (CMake + Ninja) and build into $(BUILD)
 #   make test      build, then run every test (GPU tests skip without a GPU)
-#   make demo      build, then `sparkrt info` and a kernel launch on $(DEMO_BACKEND)
+#   make demo      build, then `sparkrt info` and `sparkrt demo` (one decode step of a
+#                  small attention layer, checked and timed) on the auto-selected
+#                  backend (cpu without a GPU), or DEMO_BACKEND=cuda|cpu|mock
 #   make sanitize  build into $(SANITIZE_BUILD) with ASan + UBSan and run the tests
 #   make install   install into $(PREFIX)
 #   make clean     remove both build folders
@@ -12,7 +14,7 @@
 BUILD ?= build
 SANITIZE_BUILD ?= build-asan
 PREFIX ?= /usr/local
-DEMO_BACKEND ?= mock
+DEMO_BACKEND ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_JOBS ?= 2
 CMAKE_ARGS ?=
@@ -52,10 +54,13 @@ build: deps
 test: build
 	$(CTEST) --test-dir $(BUILD)
 
+# Empty DEMO_BACKEND: SPARKRT_BACKEND from the environment, else auto.
+DEMO_ENV := $(if $(DEMO_BACKEND),SPARKRT_BACKEND=$(DEMO_BACKEND))
+
 demo: build
-	SPARKRT_BACKEND=$(DEMO_BACKEND) $(BUILD)/bin/sparkrt info
+	$(DEMO_ENV) $(BUILD)/bin/sparkrt info
 	@echo
-	SPARKRT_BACKEND=$(DEMO_BACKEND) $(BUILD)/bin/sparkrt demo
+	$(DEMO_ENV) $(BUILD)/bin/sparkrt demo
 
 # Benchmarks are left out: timings under the sanitizers mean nothing.
 sanitize: deps

@@ -20,7 +20,9 @@ absl::Status run_info(std::ostream& out);
 // names, only those modules (an unknown name is an error).
 absl::Status run_modules(std::span<const std::string_view> names, std::ostream& out);
 
-// One vector_add_f32 launch on the device the environment selects.
+// One decode step of a synthetic attention layer (fill slots, fused K path,
+// V write, paged decode attention) on the device the environment selects,
+// checked against float64 or the cpu backend and timed per op.
 absl::Status run_demo(std::ostream& out);
 
 // "16.0 GiB", "48 KiB", "512 B".

@@ -1,76 +1,255 @@
-// `sparkrt demo`: one kernel launch end to end on the device the environment
-// selects: look the kernel up by name, copy inputs, launch, check.
+// `sparkrt demo`: one decode step of a small synthetic attention layer
+// (demo_layer.h) on the device the environment selects, checked and timed.
 //
-// A computing backend (cuda, cpu) must produce a + b exactly. The mock records
-// instead of computing, so on the mock the demo reads back what was recorded
-// (sparkrt/testing/mock.h) and checks it is the launch that was made.
+//   cpu      the step runs on the reference kernels; the check is against a
+//            float64 computation written from the contracts (demo_layer.cc).
+//   a GPU    the same step also runs on a cpu device, and the GPU's caches
+//            and output are compared with it within docs/kernels.md's bounds.
+//   mock     records instead of computing: the demo says so and shows the
+//            launches of the step, checked against what the ops must launch.
+//
+// A failed check prints "check: FAILED" and makes the command exit 1.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <ostream>
-#include <random>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "commands.h"
+#include "demo_layer.h"
+#include "reference/numeric.h"
 #include "sparkrt/device.h"
-#include "sparkrt/kernel_launch.h"
 #include "sparkrt/testing/mock.h"
 
 namespace sparkrt::cli {
 namespace {
 
-// Not a multiple of the block size, so the kernel's bounds check matters.
-constexpr uint32_t kCount = 1000;
-constexpr uint32_t kBlock = 256;
-
-#define SPARKRT_CLI_RETURN_IF_ERROR(expr)              \
+#define SPARKRT_CLI_RETURN_IF_ERROR_DEMO(expr)       \
   do {                                                 \
     if (absl::Status s_ = (expr); !s_.ok()) return s_; \
   } while (0)
 
-absl::Status check_sum(const std::vector<float>& a, const std::vector<float>& b,
-                       const std::vector<float>& out, std::ostream& os) {
-  uint32_t wrong = 0;
-  uint32_t first = 0;
-  for (uint32_t i = 0; i < kCount; ++i) {
-    // One IEEE addition: the device must match the host bit for bit.
-    if (!(out[i] == a[i] + b[i]) && wrong++ == 0) first = i;
-  }
-  if (wrong != 0) {
-    return absl::InternalError(absl::StrFormat(
-        "vector_add_f32 computed %d of %d elements wrongly; first at [%d]: %g + %g gave %g", wrong,
-        kCount, first, a[first], b[first], out[first]));
-  }
-  os << absl::StrFormat("result: all %d elements equal a + b\n", kCount);
-  return absl::OkStatus();
+constexpr uint64_t kSeed = 20261130;  // fixed: the demo prints the same inputs every run
+constexpr int kTimedIterations = 5;
+
+using reference::bf16_to_f32;
+
+// Where sequence s's token t lives in the pool, in elements.
+uint64_t row_offset(const LayerInputs& in, uint32_t s, uint32_t t) {
+  const LayerShape& sh = in.shape;
+  const int32_t block = in.block_tables[uint64_t{s} * sh.max_blocks_per_seq() + t / sh.block_size];
+  const uint64_t slot = uint64_t(block) * sh.block_size + t % sh.block_size;
+  return slot * sh.kv_row();
 }
 
-// The mock must have recorded exactly the one launch that passed the
-// signature check, with the arguments as given.
-absl::Status check_recorded(Device& dev, Kernel kernel, const DevicePtr (&buffers)[3],
-                            std::ostream& os) {
+// Accumulates one comparison: how many elements, the largest error, and the
+// first element outside its bound.
+struct Comparison {
+  std::string what;
+  std::string bound;
+  uint64_t count = 0;
+  uint64_t failures = 0;
+  double max_err = 0;
+  double worst_ratio = 0;  // the largest err / bound
+  std::string first_failure{};
+
+  void add(double got, double want, double tol, const std::string& where) {
+    ++count;
+    const double err = std::fabs(got - want);
+    if (!(err <= tol)) {  // NaN fails
+      if (failures++ == 0)
+        first_failure = absl::StrFormat("%s: got %.6g, expected %.6g (bound %.3g)", where, got,
+                                        want, tol);
+      if (std::isnan(err)) return;
+    }
+    max_err = std::max(max_err, err);
+    if (tol > 0) worst_ratio = std::max(worst_ratio, err / tol);
+  }
+  void add_exact(bool equal, const std::string& where) {
+    ++count;
+    if (!equal && failures++ == 0) first_failure = where + " differs";
+  }
+  bool ok() const { return failures == 0; }
+  void print(std::ostream& out) const {
+    if (bound == "exact") {
+      out << absl::StrFormat("  %-26s %s over %d elements\n", what,
+                             ok() ? "bit-exact" : "NOT bit-exact", count);
+    } else {
+      out << absl::StrFormat("  %-26s max |err| %.3g over %d elements, at most %.0f%% of the "
+                             "bound %s\n",
+                             what, max_err, count, 100 * worst_ratio, bound);
+    }
+    if (!ok()) out << absl::StrFormat("    %d outside; first: %s\n", failures, first_failure);
+  }
+};
+
+// docs/kernels.md, "Tolerances".
+double attention_tol(double ref, double max_abs_v) {
+  return std::ldexp(std::fabs(ref), -7) + std::ldexp(max_abs_v, -10);
+}
+double k_path_tol(double ref, double head_max) {
+  return std::ldexp(std::fabs(ref), -7) + std::ldexp(head_max, -9);
+}
+
+Comparison compare_slots(const LayerInputs& in, const StepResult& r) {
+  Comparison c{.what = "new tokens' slots", .bound = "exact"};
+  for (uint32_t s = 0; s < in.shape.num_seqs(); ++s) {
+    const uint64_t expected = row_offset(in, s, in.shape.context[s] - 1) / in.shape.kv_row();
+    c.add_exact(r.new_slots[s] == int64_t(expected), absl::StrFormat("slot of sequence %d", s));
+  }
+  return c;
+}
+
+// Which pool elements hold a token (every other element stays poison).
+std::vector<bool> written_rows(const LayerInputs& in) {
+  std::vector<bool> written(uint64_t{in.num_blocks} * in.shape.block_size * in.shape.kv_row());
+  for (uint32_t s = 0; s < in.shape.num_seqs(); ++s)
+    for (uint32_t t = 0; t < in.shape.context[s]; ++t)
+      std::fill_n(written.begin() + row_offset(in, s, t), in.shape.kv_row(), true);
+  return written;
+}
+
+// cpu: against float64.
+std::vector<Comparison> check_against_float64(const LayerInputs& in, const StepResult& r) {
+  const LayerShape& sh = in.shape;
+  const LayerReference ref = reference_decode_step(in);
+  std::vector<Comparison> checks;
+  checks.push_back(compare_slots(in, r));
+
+  Comparison k{.what = "new tokens' K rows", .bound = "2^-7 |ref| + 2^-9 max |head|"};
+  for (uint32_t s = 0; s < sh.num_seqs(); ++s) {
+    const uint64_t at = row_offset(in, s, sh.context[s] - 1);
+    for (uint32_t h = 0; h < sh.num_kv_heads; ++h) {
+      const double* y = ref.k_new.data() + uint64_t{s} * sh.kv_row() + h * sh.head_dim;
+      double head_max = 0;
+      for (uint32_t j = 0; j < sh.head_dim; ++j) head_max = std::max(head_max, std::fabs(y[j]));
+      for (uint32_t j = 0; j < sh.head_dim; ++j)
+        k.add(bf16_to_f32(r.k_cache[at + h * sh.head_dim + j]), y[j], k_path_tol(y[j], head_max),
+              absl::StrFormat("sequence %d head %d dim %d", s, h, j));
+    }
+  }
+  checks.push_back(k);
+
+  Comparison v{.what = "V cache (whole pool)", .bound = "exact"};
+  const std::vector<bool> written = written_rows(in);
+  std::vector<uint16_t> expected_v(written.size(), 0xffff);
+  for (uint32_t s = 0; s < sh.num_seqs(); ++s)
+    for (uint32_t t = 0; t < sh.context[s]; ++t)
+      std::copy_n(in.value.begin() + in.token_row(s, t) * sh.kv_row(), sh.kv_row(),
+                  expected_v.begin() + row_offset(in, s, t));
+  for (uint64_t i = 0; i < expected_v.size(); ++i)
+    v.add_exact(r.v_cache[i] == expected_v[i], absl::StrFormat("element %d", i));
+  checks.push_back(v);
+
+  Comparison o{.what = "attention output", .bound = "2^-7 |ref| + 2^-10 max |V|"};
+  for (uint64_t i = 0; i < ref.out.size(); ++i)
+    o.add(bf16_to_f32(r.out[i]), ref.out[i], attention_tol(ref.out[i], ref.max_abs_v),
+          absl::StrFormat("out[%d]", i));
+  checks.push_back(o);
+  return checks;
+}
+
+// A GPU (or any other computing backend): against the same step on cpu.
+std::vector<Comparison> check_against_cpu(const LayerInputs& in, const StepResult& r,
+                                          const StepResult& cpu) {
+  const LayerShape& sh = in.shape;
+  std::vector<Comparison> checks;
+  checks.push_back(compare_slots(in, r));
+  const std::vector<bool> written = written_rows(in);
+  Comparison k{.what = "K cache (whole pool)", .bound = "2^-7 |ref| + 2^-9 max |head|"};
+  for (uint64_t head = 0; head < written.size(); head += sh.head_dim) {
+    if (!written[head]) {
+      for (uint32_t j = 0; j < sh.head_dim; ++j)
+        k.add_exact(r.k_cache[head + j] == cpu.k_cache[head + j],
+                    absl::StrFormat("unwritten element %d", head + j));
+      continue;
+    }
+    double head_max = 0;
+    for (uint32_t j = 0; j < sh.head_dim; ++j)
+      head_max = std::max(head_max, double(std::fabs(bf16_to_f32(cpu.k_cache[head + j]))));
+    for (uint32_t j = 0; j < sh.head_dim; ++j) {
+      const double want = bf16_to_f32(cpu.k_cache[head + j]);
+      k.add(bf16_to_f32(r.k_cache[head + j]), want, k_path_tol(want, head_max),
+            absl::StrFormat("element %d", head + j));
+    }
+  }
+  checks.push_back(k);
+  Comparison v{.what = "V cache (whole pool)", .bound = "exact"};
+  for (uint64_t i = 0; i < cpu.v_cache.size(); ++i)
+    v.add_exact(r.v_cache[i] == cpu.v_cache[i], absl::StrFormat("element %d", i));
+  checks.push_back(v);
+  double max_abs_v = 0;
+  for (uint16_t x : in.value) max_abs_v = std::max(max_abs_v, double(std::fabs(bf16_to_f32(x))));
+  Comparison o{.what = "attention output", .bound = "2^-7 |cpu| + 2^-10 max |V|"};
+  for (uint64_t i = 0; i < cpu.out.size(); ++i) {
+    const double want = bf16_to_f32(cpu.out[i]);
+    o.add(bf16_to_f32(r.out[i]), want, attention_tol(want, max_abs_v),
+          absl::StrFormat("out[%d]", i));
+  }
+  checks.push_back(o);
+  return checks;
+}
+
+void print_timings(const StepResult& r, std::ostream& out) {
+  out << absl::StrFormat("\n%-42s %8s %12s %12s %10s\n", "op (decode step)", "launches",
+                         "time (us)", "bytes", "GB/s");
+  double total_us = 0;
+  uint64_t total_bytes = 0;
+  for (const OpTiming& t : r.timings) {
+    const double gbs = t.median_us > 0 ? t.bytes / (t.median_us * 1e3) : 0;
+    out << absl::StrFormat("%-42s %8d %12.1f %12d %10.2f\n", t.op, t.launches, t.median_us,
+                           t.bytes, gbs);
+    total_us += t.median_us;
+    total_bytes += t.bytes;
+  }
+  out << absl::StrFormat("%-42s %8s %12.1f %12d %10.2f\n", "step", "", total_us, total_bytes,
+                         total_us > 0 ? total_bytes / (total_us * 1e3) : 0);
+  out << absl::StrFormat("(medians of %d steps after a warm-up, from events on the step's stream; "
+                         "bytes read and written by the contracts)\n",
+                         kTimedIterations);
+}
+
+// The mock computes nothing: show what the step launched and check it is
+// what the ops must launch.
+absl::Status show_mock_launches(Device& dev, const LayerInputs& in, const StepResult& r,
+                                std::ostream& out) {
   auto mock = testing::MockInspector::attach(dev);
   if (!mock.ok()) return mock.status();
   const std::vector<testing::MockLaunch> launches = mock->launches();
-  os << "recorded by the mock:\n";
-  for (const testing::MockLaunch& launch : launches) os << "  " << launch << "\n";
-  const std::vector<testing::MockArg> expected = {
-      testing::MockArg::of(buffers[0]), testing::MockArg::of(buffers[1]),
-      testing::MockArg::of(buffers[2]), testing::MockArg::of(kCount)};
-  if (launches.size() != 1 || launches[0].entry != kernel.entry() ||
-      launches[0].grid != Dim3{div_ceil(kCount, kBlock)} || launches[0].block != Dim3{kBlock} ||
-      launches[0].args != expected) {
-    return absl::InternalError(absl::StrFormat(
-        "the mock recorded %d launches; expected one vector_add_f32 launch with the arguments "
-        "given", launches.size()));
+  std::vector<std::string> expected(in.shape.num_seqs(), "fill_slots_from_block_table");
+  expected.push_back("fused_k_norm_rope_cache_write_bf16");
+  expected.push_back("reshape_and_cache_flash_v_only");
+  if (r.plan.num_splits > 1) {
+    expected.push_back("paged_decode_attn_bf16_split");
+    expected.push_back("paged_decode_attn_combine");
+  } else {
+    expected.push_back("paged_decode_attn_bf16");
   }
-  const testing::MockCounters counters = mock->counters();
-  os << absl::StrFormat(
-      "counters: lookups %d, launches %d, H2D copies %d (%d bytes), memsets %d, syncs %d, live "
-      "allocations %d (%d bytes)\n",
-      counters.lookups, counters.launches, counters.h2d_blocking, counters.bytes_h2d,
-      counters.memsets_blocking, counters.syncs, counters.live_allocations, counters.live_bytes);
+  out << "result: not computed (the mock backend records launches instead of running them)\n";
+  if (launches.size() < expected.size()) {
+    out << "check: FAILED\n";
+    return absl::InternalError(absl::StrFormat(
+        "the mock recorded %d launches; the decode step alone makes %d", launches.size(),
+        expected.size()));
+  }
+  const size_t first = launches.size() - expected.size();
+  out << absl::StrFormat("\nrecorded launches: %d writing the context, then the decode step:\n",
+                         first);
+  std::vector<std::string> got;
+  for (size_t i = first; i < launches.size(); ++i) {
+    out << "  " << launches[i] << "\n";
+    got.push_back(launches[i].entry);
+  }
+  if (got != expected) {
+    out << "check: FAILED\n";
+    return absl::InternalError(absl::StrFormat("the decode step launched [%s]; expected [%s]",
+                                               absl::StrJoin(got, ", "),
+                                               absl::StrJoin(expected, ", ")));
+  }
+  out << "check: passed (the launches are the decode step's; nothing was computed)\n";
   return absl::OkStatus();
 }
 
@@ -80,59 +259,67 @@ absl::Status run_demo(std::ostream& out) {
   auto opened = Device::open();
   if (!opened.ok()) return opened.status();
   Device& dev = **opened;
-  const bool computes = dev.backend_name() != "mock";
-  out << absl::StrFormat("device: %s (backend %s %s)\n", dev.properties().name,
-                         dev.backend_name(), dev.plugin_version());
+  const std::string backend = dev.backend_name();
+  out << absl::StrFormat("device: %s (backend %s %s)\n", dev.properties().name, backend,
+                         dev.plugin_version());
 
-  auto kernel = dev.kernel("vector_ops", "vector_add_f32");
-  if (!kernel.ok()) return kernel.status();
-  out << absl::StrFormat("kernel: vector_ops/vector_add_f32, %d parameters\n",
-                         kernel->signature().params.size());
+  const LayerInputs in = LayerInputs::make(LayerShape{}, kSeed);
+  const LayerShape& sh = in.shape;
+  out << absl::StrFormat(
+      "layer: %d sequences with contexts [%s] after this step; %d query heads over %d KV heads "
+      "(GQA %d), head_dim %d, rotary_dim %d; bf16 paged KV cache of %d blocks x %d tokens, "
+      "blocks scattered\n",
+      sh.num_seqs(), absl::StrJoin(sh.context, ", "), sh.num_q_heads, sh.num_kv_heads,
+      sh.num_q_heads / sh.num_kv_heads, sh.head_dim, sh.rotary_dim, in.num_blocks,
+      sh.block_size);
+  out << "step: fill slots -> fused K (RMSNorm, RoPE, cache write) -> V write -> paged decode "
+         "attention\n";
+  out.flush();
 
-  // Random non-zero inputs; the output starts as NaN so untouched elements show.
-  std::mt19937 rng(std::random_device{}());
-  std::uniform_real_distribution<float> dist(0.5f, 2.0f);
-  std::vector<float> a(kCount), b(kCount), result(kCount, std::nanf(""));
-  for (uint32_t i = 0; i < kCount; ++i) {
-    a[i] = (i % 2 == 0 ? 1.0f : -1.0f) * dist(rng);
-    b[i] = dist(rng);
+  if (backend == "mock") {
+    auto r = run_decode_step(dev, in, 0);
+    if (!r.ok()) return r.status();
+    SPARKRT_CLI_RETURN_IF_ERROR_DEMO(show_mock_launches(dev, in, *r, out));
+    return dev.close();
   }
-  const size_t bytes = kCount * sizeof(float);
-  DevicePtr buffers[3];
-  for (DevicePtr& buffer : buffers) {
-    auto ptr = dev.alloc(bytes);
-    if (!ptr.ok()) return ptr.status();
-    buffer = *ptr;
-  }
-  const auto [da, db, dout] = buffers;
-  SPARKRT_CLI_RETURN_IF_ERROR(dev.copy_h2d(a, da));
-  SPARKRT_CLI_RETURN_IF_ERROR(dev.copy_h2d(b, db));
-  SPARKRT_CLI_RETURN_IF_ERROR(dev.memset(dout, 0xFF, bytes));
 
-  const Dim3 grid{div_ceil(kCount, kBlock)};
-  SPARKRT_CLI_RETURN_IF_ERROR(
-      KernelLaunch(dev, *kernel).grid(grid).block({kBlock}).arg(da).arg(db).arg(dout).arg(kCount).launch());
-  SPARKRT_CLI_RETURN_IF_ERROR(dev.synchronize());
-  out << absl::StrFormat("launch: grid (%d), block (%d), args (a, b, out, n=%d): ok\n", grid.x,
-                         kBlock, kCount);
+  auto r = run_decode_step(dev, in, kTimedIterations);
+  if (!r.ok()) return r.status();
+  out << absl::StrFormat("decode geometry: %d query heads per CTA, %s\n", r->plan.heads_per_cta,
+                         r->plan.num_splits > 1
+                             ? absl::StrFormat("split-KV into %d parts + combine",
+                                               r->plan.num_splits)
+                             : std::string("one pass (no split)"));
+  print_timings(*r, out);
 
-  // The same launch without `n` never reaches the backend: the runtime checks
-  // every launch against the kernel's PTX signature.
-  const absl::Status refused =
-      KernelLaunch(dev, *kernel).grid(grid).block({kBlock}).arg(da).arg(db).arg(dout).launch();
-  if (refused.ok()) {
-    return absl::InternalError("a launch with a missing argument was accepted");
-  }
-  out << "launch without n: refused: " << refused.message() << "\n";
-
-  if (computes) {
-    SPARKRT_CLI_RETURN_IF_ERROR(dev.copy_d2h(dout, result));
-    SPARKRT_CLI_RETURN_IF_ERROR(check_sum(a, b, result, out));
+  std::vector<Comparison> checks;
+  if (backend == "cpu") {
+    out << "\ncheck: cpu reference kernels against float64 computed from the contracts\n";
+    checks = check_against_float64(in, *r);
   } else {
-    out << "result: not computed (the mock backend records launches instead of running them)\n";
-    SPARKRT_CLI_RETURN_IF_ERROR(check_recorded(dev, *kernel, buffers, out));
+    out << absl::StrFormat("\ncheck: %s against the same step on the cpu reference backend\n",
+                           backend);
+    out.flush();
+    auto cpu = Device::open({.backend = "cpu"});
+    if (!cpu.ok()) return cpu.status();
+    auto cr = run_decode_step(**cpu, in, 0);
+    if (!cr.ok()) return cr.status();
+    checks = check_against_cpu(in, *r, *cr);
+    SPARKRT_CLI_RETURN_IF_ERROR_DEMO((*cpu)->close());
   }
-  for (DevicePtr buffer : buffers) SPARKRT_CLI_RETURN_IF_ERROR(dev.free(buffer));
+  bool ok = true;
+  for (const Comparison& c : checks) {
+    c.print(out);
+    ok = ok && c.ok();
+  }
+  const Comparison& attention = checks.back();
+  out << absl::StrFormat("max error of the attention output: %.3g (%.0f%% of its bound)\n",
+                         attention.max_err, 100 * attention.worst_ratio);
+  if (!ok) {
+    out << "check: FAILED\n";
+    return absl::InternalError("the decode step's results are outside their bounds (see above)");
+  }
+  out << "check: passed\n";
   return dev.close();
 }
 

@@ -334,7 +334,8 @@ LayerReference reference_decode_step(const LayerInputs& in) {
   LayerReference ref;
   ref.k_new.resize(uint64_t{sh.num_seqs()} * row);
   ref.out.resize(uint64_t{sh.num_seqs()} * sh.q_row());
-  for (uint16_t v : in.value) ref.max_abs_v = std::max(ref.max_abs_v, double(std::fabs(bf16_to_f32(v))));
+  for (uint16_t v : in.value)
+    ref.max_abs_v = std::max(ref.max_abs_v, double(std::fabs(bf16_to_f32(v))));
   const uint32_t group = sh.num_q_heads / hkv;
   const double scale = 1.0 / std::sqrt(double(d));
   for (uint32_t s = 0; s < sh.num_seqs(); ++s) {

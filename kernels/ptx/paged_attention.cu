@@ -3,21 +3,18 @@
 // docs/kernels.md ("Module paged_attention").
 //
 // Design. Decode attention reads each K and V row once and does a few flops
-// per byte, so it is bound by memory bandwidth. A CTA of 256 threads serves
-// `hpc` query heads (1, 2 or 4) that share one KV head, so K/V are read once
-// for all of them. A token row (head_dim elements) is read by a group of
-// head_dim/8 lanes, 8 elements each (16-byte loads for bf16, 8-byte for fp8).
-// The CTA walks its token range in chunks:
-//   1. each lane group loads K for its tokens of the chunk and computes the
-//      hpc dot products (a reduce-scatter over the group's lanes), scores go
-//      to shared memory; V of the chunk is prefetched into L2 meanwhile;
-//   2. one warp per head updates the running max and sum (online softmax,
-//      base 2: q is pre-scaled by inv_sqrt_d * log2(e)) and turns the
-//      chunk's scores into weights;
-//   3. each lane group loads V for the same tokens and accumulates
-//      weight * V for its 8 dims of every head; K of the next chunk is
-//      prefetched into L2.
-// At the end the groups' partial outputs are summed through shared memory.
+// per byte, so it is bound by memory bandwidth if enough loads are in flight.
+// A CTA of 256 threads serves `hpc` query heads (1, 2 or 4) that share one
+// KV head, so K/V are read once for all of them. A token row (head_dim
+// elements) is read by a group of head_dim/8 lanes, 8 elements each (16-byte
+// loads for bf16, 8-byte for fp8). Each warp walks its own share of the
+// tokens with its own online softmax (base 2: q is pre-scaled by
+// inv_sqrt_d * log2(e)) and no barrier, so the SM's warps overlap one
+// another's load latency. Per iteration a lane group loads K and V of a few
+// tokens at once, computes the hpc dot products (a reduce-scatter over the
+// group's lanes leaves each lane one head's score), updates the running max
+// and sum, and accumulates weight * V for its 8 dims of every head. At the end
+// the warps' partial results are merged through shared memory.
 // The split entries run the same loop on a slice of the tokens
 // (blockIdx.z of num_splits) and write unnormalised partials that
 // paged_decode_attn_combine merges.
@@ -36,7 +33,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHpc = 4;
 constexpr int kMaxHeadDim = 256;
-constexpr int kMaxChunk = 256;  // tokens per chunk: (kThreads / lanes per token) * tokens per lane
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Per cache dtype: the load of one lane's 8 elements and its conversion.
@@ -45,7 +41,8 @@ struct Cache;
 template <>
 struct Cache<__nv_bfloat16> {
   using Vec = uint4;                      // 8 x bf16
-  static constexpr int kTokensPerLane = 4;  // 64 bytes of K in flight per lane
+  static constexpr int kTokensPerLane = 4;  // 64 bytes each of K and V in flight per lane
+  static constexpr int kTokensPerLaneHpc4 = 3;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     bf16x8_to_float(v, f);
   }
@@ -53,7 +50,8 @@ struct Cache<__nv_bfloat16> {
 template <>
 struct Cache<__nv_fp8_storage_t> {
   using Vec = uint2;                      // 8 x e4m3
-  static constexpr int kTokensPerLane = 8;  // the same bytes in flight as bf16
+  static constexpr int kTokensPerLane = 5;  // 40 bytes each of K and V in flight per lane
+  static constexpr int kTokensPerLaneHpc4 = 4;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     fp8x8_to_float(v, f);
   }
@@ -115,23 +113,21 @@ struct BlockDiv {
 };
 
 template <typename T, int LPT, int HPC>
-__device__ __forceinline__ void decode(const Params& p, unsigned char* smem, float* small,
-                                       int32_t* s_blocks) {
+__device__ __forceinline__ void decode(const Params& p, float* red, float* s_ml) {
   using C = Cache<T>;
   using Vec = typename C::Vec;
-  constexpr int TPL = C::kTokensPerLane;
-  constexpr int NG = kThreads / LPT;  // lane groups per CTA
-  constexpr int CH = NG * TPL;        // tokens per chunk
-  static_assert(CH <= kMaxChunk && HPC <= kMaxHpc && LPT >= HPC, "chunk layout");
+  // Four heads' q and accumulators leave fewer registers for rows in flight.
+  constexpr int TPL = HPC == 4 && LPT < 32 ? C::kTokensPerLaneHpc4 : C::kTokensPerLane;
+  constexpr int GPW = 32 / LPT;       // lane groups per warp
+  constexpr int WT = GPW * TPL;       // tokens per warp iteration
+  constexpr int kHeadLanes = LPT / HPC;
+  static_assert(HPC <= kMaxHpc && LPT >= HPC, "layout");
 
-  float* sc = reinterpret_cast<float*>(smem);          // [HPC][CH] scores, then weights
-  float* red = reinterpret_cast<float*>(smem);         // epilogue: [kWarps][HPC][D], aliases sc
-  float* s_alpha = small;                              // [HPC] rescale of this chunk
-  float* s_ml = small + kMaxHpc;                       // [HPC][2] final max and sum
-
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int li = tid % LPT;  // lane within the group
-  const int g = tid / LPT;   // group within the CTA
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int li = lane % LPT;         // lane within its group
+  const int gw = lane / LPT;         // group within the warp
+  const int my_head = li / kHeadLanes;  // the head whose score reduce_scatter leaves here
+  const int group_base = lane - li;
   const uint32_t D = p.head_dim;
   const bool active = uint32_t(li) * 8 < D;  // head_dim below the group's width
 
@@ -168,55 +164,65 @@ __device__ __forceinline__ void decode(const Params& p, unsigned char* smem, flo
   for (int h = 0; h < HPC; ++h)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[h][j] = 0.f;
-  float m_run = -INFINITY, l_run = 0.f;  // kept by warp h for head h
+  // Running max (warp-wide) and this group's running sum, for my_head.
+  float m_run = -INFINITY, l_run = 0.f;
 
   const T* kc = static_cast<const T*>(p.k_cache);
   const T* vc = static_cast<const T*>(p.v_cache);
   const int32_t* bt = p.block_tables + uint64_t{seq} * p.max_blocks_per_seq;
   const uint64_t row = uint64_t{p.num_kv_heads} * D;
   const uint64_t lane_off = uint64_t{kvh} * D + li * 8;
-  auto offset_of = [&](uint32_t tok, int32_t block) -> uint64_t {
-    return uint64_t(block) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + lane_off;
-  };
 
-  // Block ids of a chunk's tokens live in shared memory, double-buffered:
-  // s_blocks[b][k] is the block of the chunk's k-th distinct block index.
-  // The next chunk's ids are loaded while this one computes.
-  auto load_blocks = [&](uint32_t c, int32_t* dst) {
-    if (c >= t1) return;
-    const uint32_t first = bdiv.div(c);
-    const uint32_t last = bdiv.div((c + CH < t1 ? c + CH : t1) - 1);
-    for (uint32_t k = tid; k <= last - first; k += kThreads) dst[k] = bt[first + k];
-  };
-  auto block_of = [&](uint32_t tok, uint32_t c, const int32_t* blocks) {
-    return blocks[bdiv.div(tok) - bdiv.div(c)];
-  };
-  load_blocks(t0, s_blocks);
-  __syncthreads();
-  int buf = 0;
-
-  for (uint32_t c0 = t0; c0 < t1; c0 += CH) {
-    // 1. K loads, V prefetch, next block ids.
-    const int32_t* blocks = s_blocks + buf * kMaxChunk;
-    int32_t* next_blocks = s_blocks + (buf ^ 1) * kMaxChunk;
-    Vec kv[TPL];
+  // Each warp walks its own tokens with its own online softmax: no barrier
+  // in the loop, so the SM's warps overlap one another's load latency.
+  // Iteration tokens: base + gw + GPW * i. Loads run one iteration ahead:
+  // K of the next iteration is issued as soon as this one's scores are done
+  // and V of the next as soon as this one's weighted sum is, so each lane
+  // always has loads in flight while it computes, with one K and one V set
+  // of registers.
+  constexpr uint32_t kStride = kWarps * WT;
+  auto tok_of = [&](uint32_t b, int i) { return b + gw + GPW * i; };
+  auto blocks_of = [&](uint32_t b, int32_t (&blk)[TPL]) {
 #pragma unroll
     for (int i = 0; i < TPL; ++i) {
-      const uint32_t tok = c0 + g + NG * i;
+      const uint32_t tok = tok_of(b, i);
+      blk[i] = tok < t1 ? bt[bdiv.div(tok)] : 0;
+    }
+  };
+  auto load_rows = [&](const T* cache, uint32_t b, const int32_t (&blk)[TPL], Vec (&v)[TPL]) {
+#pragma unroll
+    for (int i = 0; i < TPL; ++i) {
+      const uint32_t tok = tok_of(b, i);
       if (tok < t1 && active) {
-        const uint64_t off = offset_of(tok, block_of(tok, c0, blocks));
-        kv[i] = load_stream(reinterpret_cast<const Vec*>(kc + off));
-        prefetch_l2(vc + off);
+        // Laundered so the compiler recomputes the offset for V instead of
+        // keeping the K offsets live across the iteration (register spills).
+        int32_t b_i;
+        asm volatile("mov.b32 %0, %1;" : "=r"(b_i) : "r"(blk[i]));
+        const uint64_t off =
+            uint64_t(b_i) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + lane_off;
+        v[i] = load_stream(reinterpret_cast<const Vec*>(cache + off));
       } else {
-        kv[i] = Vec{};
+        v[i] = Vec{};
       }
     }
-    load_blocks(c0 + CH, next_blocks);
+  };
+  uint32_t base = t0 + warp * WT;
+  int32_t blk[TPL];  // block ids of the iteration whose loads are issued next
+  Vec kv[TPL], vv[TPL];
+  blocks_of(base, blk);
+  load_rows(kc, base, blk, kv);
+  load_rows(vc, base, blk, vv);
+  blocks_of(base + kStride, blk);
+  for (; base < t1; base += kStride) {
+    const uint32_t next = base + kStride;
+
+    // Scores: after the reduce-scatter each lane holds my_head's score.
+    float s[TPL];
 #pragma unroll
     for (int i = 0; i < TPL; ++i) {
       float kf[8];
       C::to_float(kv[i], kf);
-      float s[HPC];
+      float d[HPC];
 #pragma unroll
       for (int h = 0; h < HPC; ++h) {
         float d0 = 0.f, d1 = 0.f;
@@ -225,60 +231,38 @@ __device__ __forceinline__ void decode(const Params& p, unsigned char* smem, flo
           d0 = fmaf(q[h][j], kf[j], d0);
           d1 = fmaf(q[h][j + 1], kf[j + 1], d1);
         }
-        s[h] = d0 + d1;
+        d[h] = d0 + d1;
       }
       int hh;
-      const float score = reduce_scatter<LPT, HPC>(s, li, &hh);
-      if ((li & (LPT / HPC - 1)) == 0) {
-        const uint32_t tok = c0 + g + NG * i;
-        sc[hh * CH + g + NG * i] = tok < t1 ? score : -INFINITY;
-      }
+      const float score = reduce_scatter<LPT, HPC>(d, li, &hh);
+      s[i] = tok_of(base, i) < t1 ? score : -INFINITY;
     }
-    __syncthreads();
+    load_rows(kc, next, blk, kv);  // K of the next iteration
 
-    // 2. Online softmax update, one warp per head.
-    if (warp < HPC) {
-      float* row_s = sc + warp * CH;
-      float cmax = -INFINITY;
-      for (int j = lane; j < CH; j += 32) cmax = fmaxf(cmax, row_s[j]);
+    // Online softmax for my_head over the warp's tokens of this iteration.
+    float mx = s[0];
 #pragma unroll
-      for (int m = 16; m > 0; m /= 2) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, m));
-      const float m_new = fmaxf(m_run, cmax);  // finite: the chunk holds a valid token
-      const float alpha = exp2f(m_run - m_new);
-      float sum = 0.f;
-      for (int j = lane; j < CH; j += 32) {
-        const float e = exp2f(row_s[j] - m_new);
-        row_s[j] = e;
-        sum += e;
-      }
+    for (int i = 1; i < TPL; ++i) mx = fmaxf(mx, s[i]);
 #pragma unroll
-      for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-      l_run = l_run * alpha + sum;
-      m_run = m_new;
-      if (lane == 0) s_alpha[warp] = alpha;
+    for (int m = LPT; m < 32; m *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+    const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
+    const float alpha = exp2f(m_run - m_new);
+    m_run = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < TPL; ++i) {
+      s[i] = exp2f(s[i] - m_new);  // 0 past the range
+      sum += s[i];
     }
-    __syncthreads();
+    l_run = l_run * alpha + sum;
 
-    // 3. Weighted V; K of the next chunk goes to L2 meanwhile.
+    // Weighted V: every lane needs every head's weights, from the lanes
+    // holding them.
 #pragma unroll
     for (int h = 0; h < HPC; ++h) {
-      const float a = s_alpha[h];
+      const float a = __shfl_sync(0xffffffffu, alpha, group_base + h * kHeadLanes);
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[h][j] *= a;
-    }
-    Vec vv[TPL];
-#pragma unroll
-    for (int i = 0; i < TPL; ++i) {
-      const uint32_t tok = c0 + g + NG * i;
-      vv[i] = (tok < t1 && active) ? load_stream(reinterpret_cast<const Vec*>(
-                                         vc + offset_of(tok, block_of(tok, c0, blocks))))
-                                   : Vec{};
-    }
-#pragma unroll
-    for (int i = 0; i < TPL; ++i) {
-      const uint32_t ntok = c0 + CH + g + NG * i;
-      if (ntok < t1 && active)
-        prefetch_l2(kc + offset_of(ntok, block_of(ntok, c0 + CH, next_blocks)));
     }
 #pragma unroll
     for (int i = 0; i < TPL; ++i) {
@@ -286,49 +270,62 @@ __device__ __forceinline__ void decode(const Params& p, unsigned char* smem, flo
       C::to_float(vv[i], vf);
 #pragma unroll
       for (int h = 0; h < HPC; ++h) {
-        const float w = sc[h * CH + g + NG * i];  // 0 for tokens past the range
+        const float w = __shfl_sync(0xffffffffu, s[i], group_base + h * kHeadLanes);
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[h][j] = fmaf(w, vf[j], acc[h][j]);
       }
     }
-    buf ^= 1;
-    __syncthreads();
+    load_rows(vc, next, blk, vv);  // V of the next iteration
+    blocks_of(next + kStride, blk);
   }
 
-  // Sum the groups: inside each warp by shuffles, then across warps.
+  // The warp's groups share the running max: sum their outputs and sums.
 #pragma unroll
-  for (int m = LPT; m < 32; m *= 2)
+  for (int m = LPT; m < 32; m *= 2) {
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, m);
 #pragma unroll
     for (int h = 0; h < HPC; ++h)
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[h][j] += __shfl_xor_sync(0xffffffffu, acc[h][j], m);
-  if (warp < HPC && lane == 0) {
-    s_ml[2 * warp] = m_run;
-    s_ml[2 * warp + 1] = l_run;
   }
-  if (lane < LPT && active) {
+  // Then the warps, each with its own max, through shared memory.
+  if (lane < LPT) {
+    if (active) {
 #pragma unroll
-    for (int h = 0; h < HPC; ++h) {
-      float4* dst = reinterpret_cast<float4*>(red + (warp * HPC + h) * D + li * 8);
-      dst[0] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
-      dst[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+      for (int h = 0; h < HPC; ++h) {
+        float4* dst = reinterpret_cast<float4*>(red + (warp * HPC + h) * D + li * 8);
+        dst[0] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+        dst[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+      }
+    }
+    if (li % kHeadLanes == 0) {
+      s_ml[(warp * HPC + my_head) * 2] = m_run;
+      s_ml[(warp * HPC + my_head) * 2 + 1] = l_run;
     }
   }
   __syncthreads();
-  for (uint32_t idx = tid; idx < HPC * D; idx += kThreads) {
+  for (uint32_t idx = threadIdx.x; idx < HPC * D; idx += kThreads) {
     const uint32_t h = idx / D, d = idx % D;
-    float sum = 0.f;
+    float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += red[(w * HPC + h) * D + d];
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, s_ml[(w * HPC + h) * 2]);
+    float sum = 0.f, l = 0.f;
+    if (m != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = exp2f(s_ml[(w * HPC + h) * 2] - m);  // 0 for a warp without tokens
+        sum += f * red[(w * HPC + h) * D + d];
+        l += f * s_ml[(w * HPC + h) * 2 + 1];
+      }
+    }
     const uint64_t qrow = uint64_t{seq} * p.num_q_heads + head0 + h;
-    const float l = s_ml[2 * h + 1];
     if (p.num_splits == 0) {
       p.out[qrow * D + d] = __float2bfloat16_rn(l > 0.f ? sum * p.v_scale / l : 0.f);
     } else {
       const uint64_t prow = qrow * p.num_splits + blockIdx.z;
       p.part_acc[prow * D + d] = sum * p.v_scale;
       if (d == 0) {
-        p.part_ml[2 * prow] = s_ml[2 * h];
+        p.part_ml[2 * prow] = m;
         p.part_ml[2 * prow + 1] = l;
       }
     }
@@ -340,10 +337,8 @@ __device__ __forceinline__ void decode(const Params& p, unsigned char* smem, flo
 // writing (the op wrapper validates shapes first).
 template <typename T>
 __device__ __forceinline__ void dispatch(const Params& p) {
-  __shared__ __align__(16) unsigned char smem[kWarps * kMaxHpc * kMaxHeadDim * sizeof(float)];
-  __shared__ float small[3 * kMaxHpc];
-  __shared__ int32_t s_blocks[2 * kMaxChunk];
-  static_assert(sizeof(smem) >= kMaxHpc * kMaxChunk * sizeof(float), "smem");
+  __shared__ __align__(16) float red[kWarps * kMaxHpc * kMaxHeadDim];  // per-warp outputs
+  __shared__ float s_ml[kWarps * kMaxHpc * 2];                         // per-warp (max, sum)
   const uint32_t D = p.head_dim;
   if (D == 0 || D % 8 != 0 || D > kMaxHeadDim || p.num_kv_heads == 0 ||
       p.num_q_heads % p.num_kv_heads != 0 || p.num_q_heads % gridDim.x != 0 || p.block_size == 0)
@@ -352,7 +347,7 @@ __device__ __forceinline__ void dispatch(const Params& p) {
   if ((p.num_q_heads / p.num_kv_heads) % hpc != 0) return;
   const int lpt = D <= 64 ? 8 : (D <= 128 ? 16 : 32);
 #define SPARKRT_DECODE_CASE(L, H) \
-  if (lpt == L && hpc == H) return decode<T, L, H>(p, smem, small, s_blocks);
+  if (lpt == L && hpc == H) return decode<T, L, H>(p, red, s_ml);
   SPARKRT_DECODE_CASE(8, 1)
   SPARKRT_DECODE_CASE(8, 2)
   SPARKRT_DECODE_CASE(8, 4)

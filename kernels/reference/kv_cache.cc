@@ -259,8 +259,8 @@ absl::Status fused_k_path(const Launch& l, uint32_t num_pos, FusedOut out_kind) 
   SPARKRT_ASSIGN_OR_RETURN(const SlotWrite w, plan_slot_write(l, a + 1, geom));
   const std::string why = slot_why(w);
   const uint64_t used_tokens = uint64_t(w.last_token + 1);
-  SPARKRT_ASSIGN_OR_RETURN(auto k_in, operand<const bf16_bits>(l, 0, "k_in",
-                                                               used_tokens * geom.row_elems(), why));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto k_in, operand<const bf16_bits>(l, 0, "k_in", used_tokens * geom.row_elems(), why));
   SPARKRT_ASSIGN_OR_RETURN(auto weight, operand<const bf16_bits>(l, 1, "k_norm_weight",
                                                                  w.last_token < 0 ? 0 : head_dim,
                                                                  "one weight per element"));

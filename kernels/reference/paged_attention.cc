@@ -89,7 +89,8 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
 
   const bool split = s.num_splits > 0;
   const uint32_t arg_tables = split ? 5 : 4;
-  SPARKRT_ASSIGN_OR_RETURN(auto seq_lens, operand<const int32_t>(l, arg_tables + 1, "seq_lens", s.num_seqs,
+  SPARKRT_ASSIGN_OR_RETURN(auto seq_lens, operand<const int32_t>(l, arg_tables + 1, "seq_lens",
+                                                                 s.num_seqs,
                                                                  "one length per sequence"));
   const uint64_t capacity = uint64_t{s.max_blocks_per_seq} * s.block_size;
   uint64_t table_extent = 0;

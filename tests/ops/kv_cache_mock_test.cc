@@ -288,7 +288,8 @@ TEST_CASE("ops mock: fused_k_norm_rope_cache_write_bf16") {
     CHECK(f.mock.launch_count() == 1);
     ops::FusedKNormRopeArgs odd = a;
     odd.rotary_dim = dim / 2 + 1;
-    const absl::Status s = ops::fused_k_norm_rope_cache_write_bf16(*f.dev, f.kernels, odd, f.stream);
+    const absl::Status s =
+        ops::fused_k_norm_rope_cache_write_bf16(*f.dev, f.kernels, odd, f.stream);
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK(contains(s, "rotary_dim"));
     CHECK(f.mock.launch_count() == 1);

@@ -78,7 +78,8 @@ Problem make_problem(std::mt19937_64& gen, CacheType type, uint32_t q_heads, uin
 
   p.q = random_bf16(gen, uint64_t{p.num_seqs()} * p.q_stride);
   for (uint32_t s = 0; s < p.num_seqs(); ++s)
-    for (uint32_t i = q_heads * dim; i < p.q_stride; ++i) p.q[uint64_t{s} * p.q_stride + i] = kNanBf16;
+    for (uint32_t i = q_heads * dim; i < p.q_stride; ++i)
+      p.q[uint64_t{s} * p.q_stride + i] = kNanBf16;
 
   const uint64_t pool = uint64_t{used + 2} * p.block_stride;
   std::vector<bool> live(pool, false);
@@ -126,7 +127,8 @@ std::vector<double> attention_f64(const Problem& p, double inv_sqrt_d) {
       for (double& x : score) sum += (x = std::exp(x - m));
       for (uint32_t d = 0; d < p.dim; ++d) {
         double o = 0;
-        for (uint32_t t = first; t < len; ++t) o += score[t - first] * p.v(p.at(s, t, h / group) + d);
+        for (uint32_t t = first; t < len; ++t)
+          o += score[t - first] * p.v(p.at(s, t, h / group) + d);
         out[(uint64_t{s} * p.num_q_heads + h) * p.dim + d] = o / sum;
       }
     }

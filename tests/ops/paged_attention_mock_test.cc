@@ -128,7 +128,7 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 one pass, heads per CTA from the GQA
   }
 }
 
-TEST_CASE("ops mock: paged_decode_attn_bf16 splits a long context when the CTAs cannot fill the device") {
+TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot cover") {
   Fixture f;
   // Batch 1, 8 CTAs, context 4096: 264 / 8 -> 33 wanted, 4096 / 128 = 32 by
   // length: 32 splits.

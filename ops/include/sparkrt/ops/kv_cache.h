@@ -1,10 +1,11 @@
 // KV-cache and paged-attention ops: the host side of the `kv_cache` and
 // `paged_attention` kernel modules (contracts in docs/kernels.md).
 //
-// Each op is one KernelLaunch with the kernel's argument order and the launch
-// geometry below, on any backend (cuda computes, cpu runs the reference, mock
-// records). The arguments travel in a struct of named fields, declared in the
-// kernel's parameter order, so a call reads like the contract:
+// Each op is one KernelLaunch (split-KV decode: two) with the kernel's
+// argument order and the launch geometry below, on any backend (cuda
+// computes, cpu runs the reference, mock records). The arguments travel in a
+// struct of named fields, declared in the kernel's parameter order, so a call
+// reads like the contract:
 //
 //   auto kernels = sparkrt::ops::KvCacheKernels::resolve(dev);  // once
 //   if (!kernels.ok()) return kernels.status();
@@ -16,10 +17,11 @@
 //
 // Every op returns before the kernel finishes (order with streams and events)
 // and launches nothing when its work is empty (num_tokens, count or num_seqs
-// is 0). Each is one launch, except split-KV decode (two, see below). Shapes the kernels cannot honour (a zero head_dim, a row stride
+// is 0). Shapes the kernels cannot honour (a zero head_dim, a row stride
 // shorter than a row, query heads not a multiple of KV heads, ...) are
-// InvalidArgument before anything is launched; device pointers are not
-// checked here (the cpu backend checks every extent a kernel touches).
+// InvalidArgument before anything is launched; device memory is not read
+// here (the cpu backend checks every extent a kernel touches). Why each
+// geometry was chosen: docs/ops.md.
 #ifndef SPARKRT_OPS_KV_CACHE_H_
 #define SPARKRT_OPS_KV_CACHE_H_
 

@@ -1,0 +1,355 @@
+// References for kernels/ptx/mla.cu (contracts in docs/kernels.md, "Module
+// mla"): the MLA helpers (batched GEMV, q rope scatter and writeback, cache
+// row assembly) and paged decode over the compressed MLA cache in FP8 E4M3
+// and NVFP4. f32 arithmetic, one rounding to bf16 at each output.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "numeric.h"
+#include "operands.h"
+#include "reference.h"
+
+namespace sparkrt::reference {
+namespace {
+
+constexpr uint32_t kGemvOutputsPerCta = 8;
+constexpr uint32_t kRopeDim = 64;   // the rope part ending each MLA cache row
+constexpr uint32_t kMaxDim = 1024;  // q_head_dim and kv_cache_dim
+
+// E2M1 (the NVFP4 element): sign, 2 exponent bits, 1 mantissa bit.
+float e2m1_to_f32(uint32_t nibble) {
+  static constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float v = kMagnitude[nibble & 7u];
+  return (nibble & 8u) ? -v : v;
+}
+
+// q_absorbed_buf[h][kv_lora + i] for h < nq, i < rope must stay inside each
+// head's mla_cache_dim row, and q_full's rope part inside its hd row.
+absl::Status check_rope_layout(const Launch& l, uint32_t rope, uint32_t kv_lora,
+                               uint32_t mla_cache_dim) {
+  if (uint64_t{kv_lora} + rope <= mla_cache_dim) return absl::OkStatus();
+  return invalid_launch(l, absl::StrFormat("kv_lora %d + rope %d exceeds mla_cache_dim %d",
+                                           kv_lora, rope, mla_cache_dim));
+}
+
+// The scalars of an MLA decode launch, by meaning rather than position.
+struct MlaDecodeShape {
+  uint32_t num_seqs;  // grid.y
+  uint32_t max_blocks_per_seq;
+  uint32_t num_q_heads;
+  uint32_t num_kv_heads;
+  uint32_t q_head_dim;
+  uint32_t kv_cache_dim;
+  uint32_t block_size;
+  float inv_sqrt_d;
+  uint32_t sliding_window = 0;
+  // fp8
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  uint64_t cache_stride = 0;  // bytes per block
+  uint32_t comp_block_count = 0;
+  // nvfp4
+  bool nvfp4 = false;
+  uint64_t block_stride_bytes = 0;
+  uint64_t data_section_bytes = 0;
+
+  uint64_t row() const { return uint64_t{num_kv_heads} * kv_cache_dim; }
+  uint32_t dv() const { return kv_cache_dim - kRopeDim; }
+};
+
+absl::Status check_decode_shape(const Launch& l, const MlaDecodeShape& s) {
+  if (s.num_kv_heads == 0 || s.num_q_heads == 0 || s.num_q_heads % s.num_kv_heads != 0)
+    return invalid_launch(l, absl::StrFormat("num_q_heads %d must be a positive multiple of "
+                                             "num_kv_heads %d",
+                                             s.num_q_heads, s.num_kv_heads));
+  if (l.grid()[0] != s.num_q_heads)
+    return invalid_launch(l, absl::StrFormat("grid.x %d must equal num_q_heads %d", l.grid()[0],
+                                             s.num_q_heads));
+  if (s.block_size == 0 || s.max_blocks_per_seq == 0)
+    return invalid_launch(l, "block_size and max_blocks_per_seq must be > 0");
+  if (s.kv_cache_dim <= kRopeDim || s.kv_cache_dim > kMaxDim || s.q_head_dim == 0 ||
+      s.q_head_dim > s.kv_cache_dim)
+    return invalid_launch(l, absl::StrFormat("kv_cache_dim %d must be in (%d, %d] and q_head_dim "
+                                             "%d in [1, kv_cache_dim]",
+                                             s.kv_cache_dim, kRopeDim, kMaxDim, s.q_head_dim));
+  if (s.nvfp4) {
+    const uint64_t values = uint64_t{s.block_size} * s.row();
+    if (s.kv_cache_dim % 16 != 0 || s.data_section_bytes < (values + 1) / 2 ||
+        s.block_stride_bytes < s.data_section_bytes + values / 16)
+      return invalid_launch(
+          l, absl::StrFormat("an NVFP4 block of %d values needs kv_cache_dim %% 16 == 0 (got %d), "
+                             "data_section_bytes >= %d (got %d) and block_stride_bytes >= "
+                             "data_section_bytes + %d (got %d)",
+                             values, s.kv_cache_dim, (values + 1) / 2, s.data_section_bytes,
+                             values / 16, s.block_stride_bytes));
+  } else if (s.cache_stride < uint64_t{s.block_size} * s.row()) {
+    return invalid_launch(l, absl::StrFormat("cache_stride %d is below block_size * num_kv_heads "
+                                             "* kv_cache_dim = %d",
+                                             s.cache_stride, uint64_t{s.block_size} * s.row()));
+  }
+  return absl::OkStatus();
+}
+
+// Decode per the contract. Arguments 0..5 are q, k_cache, v_cache, o,
+// block_tables, seq_lens in both entries; the fp8 entry's sinks and
+// comp_pool are arguments 17 and 18.
+absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
+  if (s.num_seqs == 0) return absl::OkStatus();
+  if (absl::Status st = check_decode_shape(l, s); !st.ok()) return st;
+  const uint32_t hq = s.num_q_heads;
+  const uint32_t group = hq / s.num_kv_heads;
+  const uint32_t dq = s.q_head_dim, dv = s.dv();
+  const uint64_t row = s.row();
+
+  SPARKRT_ASSIGN_OR_RETURN(auto seq_lens, operand<const int32_t>(l, 5, "seq_lens", s.num_seqs,
+                                                                 "one length per sequence"));
+  const uint64_t capacity = uint64_t{s.max_blocks_per_seq} * s.block_size;
+  uint64_t table_extent = 0;
+  for (uint32_t q = 0; q < s.num_seqs; ++q) {
+    if (seq_lens[q] < 0 || uint64_t(seq_lens[q]) > capacity)
+      return absl::OutOfRangeError(absl::StrFormat(
+          "%s: seq_lens[%d] = %d is outside [0, max_blocks_per_seq %d * block_size %d = %d]",
+          l.entry(), q, seq_lens[q], s.max_blocks_per_seq, s.block_size, capacity));
+    if (seq_lens[q] > 0)
+      table_extent = uint64_t{q} * s.max_blocks_per_seq + (seq_lens[q] - 1) / s.block_size + 1;
+  }
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto tables, operand<const int32_t>(l, 4, "block_tables", table_extent,
+                                          "the blocks of every sequence's last token"));
+  std::vector<uint32_t> first(s.num_seqs, 0);
+  uint64_t cache_extent = 0;  // bytes
+  for (uint32_t q = 0; q < s.num_seqs; ++q) {
+    const uint32_t len = static_cast<uint32_t>(seq_lens[q]);
+    if (s.sliding_window != 0 && len > s.sliding_window) first[q] = len - s.sliding_window;
+    for (uint32_t t = first[q]; t < len; ++t) {
+      const int32_t block = tables[uint64_t{q} * s.max_blocks_per_seq + t / s.block_size];
+      if (block < 0)
+        return absl::OutOfRangeError(absl::StrFormat(
+            "%s: block_tables[%d][%d] = %d is negative but sequence %d's token %d lives there",
+            l.entry(), q, t / s.block_size, block, q, t));
+      const uint64_t end_value = uint64_t{t % s.block_size + 1} * row;  // past the token's row
+      const uint64_t end = s.nvfp4 ? s.data_section_bytes + (end_value - 1) / 16 + 1
+                                   : end_value;
+      cache_extent = std::max(
+          cache_extent, uint64_t(block) * (s.nvfp4 ? s.block_stride_bytes : s.cache_stride) + end);
+    }
+  }
+  SPARKRT_ASSIGN_OR_RETURN(auto qv, operand<const bf16_bits>(l, 0, "q",
+                                                             uint64_t{s.num_seqs} * hq * dq,
+                                                             "every sequence's query heads"));
+  const std::string why = "the cached tokens of every sequence";
+  SPARKRT_ASSIGN_OR_RETURN(auto k_cache, operand<const uint8_t>(l, 1, "k_cache", cache_extent, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto v_cache, operand<const uint8_t>(l, 2, "v_cache", cache_extent, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto out, operand<bf16_bits>(l, 3, "o", uint64_t{s.num_seqs} * hq * dv,
+                                                        "every sequence's output heads"));
+  std::span<const float> sinks;
+  std::span<const fp8_bits> comp;
+  uint32_t n_comp = 0;
+  if (!s.nvfp4) {
+    SPARKRT_ASSIGN_OR_RETURN(sinks, optional_operand<const float>(l, 17, "sinks", hq,
+                                                                  "one sink per query head"));
+    if (l.address(18) != 0) n_comp = s.comp_block_count;
+    SPARKRT_ASSIGN_OR_RETURN(
+        comp, operand<const fp8_bits>(l, 18, "comp_pool", uint64_t{s.num_seqs} * n_comp * row,
+                                      "comp_block_count rows per sequence"));
+  }
+
+  // Element d of virtual token u of sequence q, kv head kvh: the compressed
+  // rows first, then the window.
+  const auto element = [&](std::span<const uint8_t> cache, float scale, uint32_t q, uint32_t u,
+                           uint32_t kvh, uint32_t d) -> float {
+    if (u < n_comp)
+      return fp8_e4m3_to_f32(comp[(uint64_t{q} * n_comp + u) * row + uint64_t{kvh} * s.kv_cache_dim + d]) *
+             scale;
+    const uint32_t t = first[q] + (u - n_comp);
+    const uint64_t block = uint64_t(tables[uint64_t{q} * s.max_blocks_per_seq + t / s.block_size]);
+    const uint64_t i = uint64_t{t % s.block_size} * row + uint64_t{kvh} * s.kv_cache_dim + d;
+    if (!s.nvfp4) return fp8_e4m3_to_f32(cache[block * s.cache_stride + i]) * scale;
+    const uint8_t* base = cache.data() + block * s.block_stride_bytes;
+    const uint32_t byte = base[i / 2];
+    return e2m1_to_f32(i % 2 ? byte >> 4 : byte & 0xfu) *
+           fp8_e4m3_to_f32(base[s.data_section_bytes + i / 16]);
+  };
+
+  std::vector<float> scores;
+  std::vector<float> acc(dv);
+  for (uint32_t q = 0; q < s.num_seqs; ++q) {
+    const uint32_t n = n_comp + (static_cast<uint32_t>(seq_lens[q]) - first[q]);
+    for (uint32_t h = 0; h < hq; ++h) {
+      const uint32_t kvh = h / group;
+      const uint64_t qrow = uint64_t{q} * hq + h;
+      scores.assign(n, 0.0f);
+      float m = sinks.empty() ? -INFINITY : sinks[h];
+      for (uint32_t u = 0; u < n; ++u) {
+        float dot = 0.0f;
+        for (uint32_t d = 0; d < dq; ++d)
+          dot += bf16_to_f32(qv[qrow * dq + d]) * element(k_cache, s.k_scale, q, u, kvh, d);
+        scores[u] = s.inv_sqrt_d * dot;
+        m = std::max(m, scores[u]);
+      }
+      // The sink is one more logit in the denominator that carries no value.
+      float sum = sinks.empty() ? 0.0f : std::exp(sinks[h] - m);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (uint32_t u = 0; u < n; ++u) {
+        const float p = std::exp(scores[u] - m);
+        sum += p;
+        for (uint32_t d = 0; d < dv; ++d) acc[d] += p * element(v_cache, s.v_scale, q, u, kvh, d);
+      }
+      for (uint32_t d = 0; d < dv; ++d)
+        out[qrow * dv + d] = f32_to_bf16(sum > 0.0f ? acc[d] / sum : 0.0f);
+    }
+  }
+  return absl::OkStatus();
+}
+
+MlaDecodeShape common_decode_shape(const Launch& l) {
+  MlaDecodeShape s{};
+  s.num_seqs = l.grid()[1];
+  s.max_blocks_per_seq = l.value<uint32_t>(6);
+  s.num_q_heads = l.value<uint32_t>(7);
+  s.num_kv_heads = l.value<uint32_t>(8);
+  s.q_head_dim = l.value<uint32_t>(9);
+  s.kv_cache_dim = l.value<uint32_t>(10);
+  s.block_size = l.value<uint32_t>(11);
+  s.inv_sqrt_d = l.value<float>(12);
+  return s;
+}
+
+}  // namespace
+}  // namespace sparkrt::reference
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_batched_gemv) {
+  using namespace sparkrt::reference;
+  const uint32_t n_out = launch.value<uint32_t>(3);
+  const uint32_t k = launch.value<uint32_t>(4);
+  const uint32_t input_stride = launch.value<uint32_t>(5);
+  const uint32_t output_stride = launch.value<uint32_t>(6);
+  const uint32_t heads = launch.grid()[1];
+  if (n_out == 0 || heads == 0) return absl::OkStatus();
+  if (launch.grid()[0] != (n_out + kGemvOutputsPerCta - 1) / kGemvOutputsPerCta)
+    return invalid_launch(launch, absl::StrFormat("grid.x %d must be ceil(n_out %d / %d)",
+                                                  launch.grid()[0], n_out, kGemvOutputsPerCta));
+  if (k == 0 || input_stride < k || output_stride < n_out)
+    return invalid_launch(launch, absl::StrFormat("k %d must be > 0 and <= input_stride %d; n_out "
+                                                  "%d <= output_stride %d",
+                                                  k, input_stride, n_out, output_stride));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto input, operand<const bf16_bits>(launch, 0, "input",
+                                           uint64_t{heads - 1} * input_stride + k, "every head's input"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto weight, operand<const bf16_bits>(launch, 1, "weight", uint64_t{heads} * n_out * k,
+                                            "[num_heads][n_out][k]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto output, operand<bf16_bits>(launch, 2, "output",
+                                      uint64_t{heads - 1} * output_stride + n_out, "every head's output"));
+  for (uint32_t h = 0; h < heads; ++h) {
+    for (uint32_t n = 0; n < n_out; ++n) {
+      const uint64_t w = (uint64_t{h} * n_out + n) * k;
+      float dot = 0.0f;
+      for (uint32_t i = 0; i < k; ++i)
+        dot += bf16_to_f32(weight[w + i]) * bf16_to_f32(input[uint64_t{h} * input_stride + i]);
+      output[uint64_t{h} * output_stride + n] = f32_to_bf16(dot);
+    }
+  }
+  return absl::OkStatus();
+}
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_q_rope_scatter) {
+  using namespace sparkrt::reference;
+  const uint32_t nq = launch.value<uint32_t>(3);
+  const uint32_t hd = launch.value<uint32_t>(4);
+  const uint32_t nope = launch.value<uint32_t>(5);
+  const uint32_t rope = launch.value<uint32_t>(6);
+  const uint32_t kv_lora = launch.value<uint32_t>(7);
+  const uint32_t mla_cache_dim = launch.value<uint32_t>(8);
+  if (nq == 0 || rope == 0) return absl::OkStatus();
+  if (uint64_t{nope} + rope > hd)
+    return invalid_launch(launch,
+                          absl::StrFormat("nope %d + rope %d exceeds hd %d", nope, rope, hd));
+  if (absl::Status s = check_rope_layout(launch, rope, kv_lora, mla_cache_dim); !s.ok()) return s;
+  SPARKRT_ASSIGN_OR_RETURN(auto q_full, operand<const bf16_bits>(launch, 0, "q_full",
+                                                                 uint64_t{nq - 1} * hd + nope + rope,
+                                                                 "every head's rope part"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto absorbed, operand<bf16_bits>(launch, 1, "q_absorbed_buf",
+                                        uint64_t{nq - 1} * mla_cache_dim + kv_lora + rope,
+                                        "every head's rope part"));
+  SPARKRT_ASSIGN_OR_RETURN(auto contiguous, operand<bf16_bits>(launch, 2, "q_rope_contiguous",
+                                                               uint64_t{nq} * rope, "[nq][rope]"));
+  for (uint32_t h = 0; h < nq; ++h) {
+    for (uint32_t i = 0; i < rope; ++i) {
+      const bf16_bits x = q_full[uint64_t{h} * hd + nope + i];
+      absorbed[uint64_t{h} * mla_cache_dim + kv_lora + i] = x;
+      contiguous[uint64_t{h} * rope + i] = x;
+    }
+  }
+  return absl::OkStatus();
+}
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_q_rope_writeback) {
+  using namespace sparkrt::reference;
+  const uint32_t nq = launch.value<uint32_t>(2);
+  const uint32_t rope = launch.value<uint32_t>(3);
+  const uint32_t kv_lora = launch.value<uint32_t>(4);
+  const uint32_t mla_cache_dim = launch.value<uint32_t>(5);
+  if (nq == 0 || rope == 0) return absl::OkStatus();
+  if (absl::Status s = check_rope_layout(launch, rope, kv_lora, mla_cache_dim); !s.ok()) return s;
+  SPARKRT_ASSIGN_OR_RETURN(auto direct, operand<const bf16_bits>(launch, 0, "q_rope_direct",
+                                                                 uint64_t{nq} * rope, "[nq][rope]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto absorbed, operand<bf16_bits>(launch, 1, "q_absorbed_buf",
+                                        uint64_t{nq - 1} * mla_cache_dim + kv_lora + rope,
+                                        "every head's rope part"));
+  for (uint32_t h = 0; h < nq; ++h)
+    for (uint32_t i = 0; i < rope; ++i)
+      absorbed[uint64_t{h} * mla_cache_dim + kv_lora + i] = direct[uint64_t{h} * rope + i];
+  return absl::OkStatus();
+}
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_cache_assemble) {
+  using namespace sparkrt::reference;
+  const uint32_t kv_lora = launch.value<uint32_t>(4);
+  const uint32_t rope = launch.value<uint32_t>(5);
+  const uint32_t dim = launch.value<uint32_t>(6);
+  if (dim == 0) return absl::OkStatus();
+  if (absl::Status s = check_rope_layout(launch, rope, kv_lora, dim); !s.ok()) return s;
+  SPARKRT_ASSIGN_OR_RETURN(auto latent, operand<const bf16_bits>(launch, 0, "kv_latent", kv_lora,
+                                                                 "the latent part"));
+  SPARKRT_ASSIGN_OR_RETURN(auto k_rope, operand<const bf16_bits>(launch, 1, "k_rope", rope,
+                                                                 "the rope part"));
+  SPARKRT_ASSIGN_OR_RETURN(auto k_cache, operand<bf16_bits>(launch, 2, "k_cache", dim,
+                                                            "one cache row"));
+  SPARKRT_ASSIGN_OR_RETURN(auto v_cache, operand<bf16_bits>(launch, 3, "v_cache", dim,
+                                                            "one cache row"));
+  constexpr bf16_bits kZero = 0;
+  for (uint32_t d = 0; d < dim; ++d) {
+    k_cache[d] = d < kv_lora ? latent[d] : d - kv_lora < rope ? k_rope[d - kv_lora] : kZero;
+    v_cache[d] = d < kv_lora ? latent[d] : kZero;
+  }
+  return absl::OkStatus();
+}
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_paged_decode_nvfp4) {
+  using namespace sparkrt::reference;
+  MlaDecodeShape s = common_decode_shape(launch);
+  s.nvfp4 = true;
+  s.block_stride_bytes = launch.value<uint64_t>(13);
+  s.data_section_bytes = launch.value<uint64_t>(14);
+  return mla_decode(launch, s);
+}
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_paged_decode_fp8) {
+  using namespace sparkrt::reference;
+  MlaDecodeShape s = common_decode_shape(launch);
+  s.k_scale = launch.value<float>(13);
+  s.v_scale = launch.value<float>(14);
+  s.cache_stride = launch.value<uint64_t>(15);
+  s.sliding_window = launch.value<uint32_t>(16);
+  s.comp_block_count = launch.value<uint32_t>(19);
+  return mla_decode(launch, s);
+}

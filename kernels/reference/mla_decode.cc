@@ -1,0 +1,106 @@
+// References for kernels/ptx/mla_decode.cu (contracts in docs/kernels.md,
+// "Module mla_decode"): the two kernels of one K3 gated-NoPE MLA decode token,
+// in f32.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "operands.h"
+#include "reference.h"
+
+namespace sparkrt::reference {
+namespace {
+
+// Rotate-half RoPE of x[0, rope_dim): angles, cos and sin in f64 rounded
+// once to f32, the rotation in f32 (products and sums rounded separately,
+// as the kernel does without fused multiply-adds).
+void rope_rotate(float* x, uint32_t rope_dim, uint32_t pos, double theta) {
+  const uint32_t half = rope_dim / 2;
+  for (uint32_t i = 0; i < half; ++i) {
+    const double angle = double(pos) * std::pow(theta, -2.0 * double(i) / double(rope_dim));
+    const float c = static_cast<float>(std::cos(angle));
+    const float s = static_cast<float>(std::sin(angle));
+    const float a = x[i], b = x[i + half];
+    const float ac = a * c, bs = b * s, bc = b * c, as = a * s;
+    x[i] = ac - bs;
+    x[i + half] = bc + as;
+  }
+}
+
+}  // namespace
+}  // namespace sparkrt::reference
+
+SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_maybe_rope_f32) {
+  using namespace sparkrt::reference;
+  const uint32_t heads = launch.value<uint32_t>(2);
+  const uint32_t nope_dim = launch.value<uint32_t>(3);
+  const uint32_t rope_dim = launch.value<uint32_t>(4);
+  const uint32_t pos = launch.value<uint32_t>(5);
+  const float theta = launch.value<float>(6);
+  const uint32_t use_nope = launch.value<uint32_t>(7);
+  if (use_nope != 0 || heads == 0) return absl::OkStatus();  // NoPE: q and k stay as they are
+  if (rope_dim % 2 != 0)
+    return invalid_launch(launch, absl::StrFormat("rope_dim %d must be even", rope_dim));
+  if (launch.grid()[0] * uint64_t{launch.block()[0]} < heads)
+    return invalid_launch(launch, absl::StrFormat("grid.x %d * block.x %d threads cover fewer "
+                                                  "than heads %d (one thread per head)",
+                                                  launch.grid()[0], launch.block()[0], heads));
+  const uint64_t dq = uint64_t{nope_dim} + rope_dim;
+  const std::string why = "[heads][nope_dim + rope_dim]";
+  SPARKRT_ASSIGN_OR_RETURN(auto q, operand<float>(launch, 0, "q", heads * dq, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto k, operand<float>(launch, 1, "k", heads * dq, why));
+  for (uint32_t h = 0; h < heads; ++h) {
+    rope_rotate(q.data() + h * dq + nope_dim, rope_dim, pos, theta);
+    rope_rotate(k.data() + h * dq + nope_dim, rope_dim, pos, theta);
+  }
+  return absl::OkStatus();
+}
+
+SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_gate_f32) {
+  using namespace sparkrt::reference;
+  const uint32_t seq_len = launch.value<uint32_t>(5);
+  const uint32_t heads = launch.value<uint32_t>(6);
+  const uint32_t dq = launch.value<uint32_t>(7);
+  const uint32_t dv = launch.value<uint32_t>(8);
+  const bool gate = launch.value<uint32_t>(9) != 0;
+  if (heads == 0 || dv == 0) return absl::OkStatus();
+  if (launch.grid()[0] != heads)
+    return invalid_launch(launch, absl::StrFormat("grid.x %d must equal heads %d (one CTA per "
+                                                  "head)",
+                                                  launch.grid()[0], heads));
+  if (dq == 0) return invalid_launch(launch, "dq must be > 0");
+  const uint64_t hq = uint64_t{heads} * dq, hv = uint64_t{heads} * dv;
+  SPARKRT_ASSIGN_OR_RETURN(auto q, operand<const float>(launch, 0, "q", hq, "[heads][dq]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto k, operand<const float>(launch, 1, "k", seq_len * hq,
+                                                        "[seq_len][heads][dq]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto v, operand<const float>(launch, 2, "v", seq_len * hv,
+                                                        "[seq_len][heads][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto g, operand<const float>(launch, 3, "g", gate ? hv : 0,
+                                                        "the gate [heads][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto out, operand<float>(launch, 4, "out", hv, "[heads][dv]"));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dq));
+  std::vector<float> p(seq_len);
+  for (uint32_t h = 0; h < heads; ++h) {
+    float m = -INFINITY;
+    for (uint32_t t = 0; t < seq_len; ++t) {
+      float dot = 0.0f;
+      for (uint32_t d = 0; d < dq; ++d) dot += q[h * dq + d] * k[(t * uint64_t{heads} + h) * dq + d];
+      p[t] = dot * scale;
+      m = std::max(m, p[t]);
+    }
+    float sum = 0.0f;
+    for (float& x : p) sum += (x = std::exp(x - m));
+    for (uint32_t d = 0; d < dv; ++d) {
+      float acc = 0.0f;
+      for (uint32_t t = 0; t < seq_len; ++t) acc += p[t] * v[(t * uint64_t{heads} + h) * dv + d];
+      float o = sum > 0.0f ? acc / sum : 0.0f;
+      if (gate) o *= 1.0f / (1.0f + std::exp(-g[h * dv + d]));
+      out[h * dv + d] = o;
+    }
+  }
+  return absl::OkStatus();
+}

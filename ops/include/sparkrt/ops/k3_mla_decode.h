@@ -1,0 +1,220 @@
+// K3 gated-NoPE MLA decode: the host side of the `mla_decode` kernel module
+// (contracts in docs/kernels.md, "Module mla_decode").
+//
+// One decode token is two kernels: k3_mla_maybe_rope_f32 rotates the rope
+// part of q and the new k (or leaves them alone: NoPE), then
+// k3_mla_sdpa_gate_f32 attends over every cached K/V row and multiplies the
+// result by sigmoid(g) when the output gate is on. Everything is f32 and
+// per head: q, k [heads][qk_head_dim], v, g, out [heads][v_head_dim].
+//
+// Two token steps:
+//   k3_mla_decode_token            the KV cache lives on the host
+//                                  (MlaHostKv): the rotated k comes back,
+//                                  and the whole cache is uploaded per token.
+//   k3_mla_decode_token_on_device  the KV cache lives on the device
+//                                  (MlaDeviceKv): the new row is appended
+//                                  there, and only the output comes back.
+//
+//   auto kernels = sparkrt::ops::K3MlaDecodeKernels::resolve(dev);  // once
+//   auto kv = sparkrt::ops::MlaDeviceKv::alloc(dev, 4096, cfg.qk_row(), cfg.v_row());
+//   auto out = sparkrt::ops::k3_mla_decode_token_on_device(
+//       dev, *kernels, cfg, {.q = q, .k = k, .v = v, .g = g, .pos = pos}, *kv, stream);
+//
+// Both steps return once the output is on the host.
+#ifndef SPARKRT_OPS_K3_MLA_DECODE_H_
+#define SPARKRT_OPS_K3_MLA_DECODE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sparkrt/device.h"
+#include "sparkrt/types.h"
+
+namespace sparkrt::ops {
+
+inline constexpr char kMlaDecodeModule[] = "mla_decode";
+inline constexpr char kK3MlaRopeEntry[] = "k3_mla_maybe_rope_f32";
+inline constexpr char kK3MlaSdpaEntry[] = "k3_mla_sdpa_gate_f32";
+inline constexpr uint32_t kK3MlaRopeBlock = 128;  // one thread per head
+inline constexpr uint32_t kK3MlaSdpaBlock = 32;   // one warp per head
+
+// The attention shape of one K3 MLA layer.
+struct MlaConfig {
+  uint32_t heads = 0;
+  uint32_t qk_nope_head_dim = 0;
+  uint32_t qk_rope_head_dim = 0;  // even unless mla_use_nope
+  uint32_t v_head_dim = 0;
+  bool mla_use_nope = false;         // true: no RoPE at all (NoPE)
+  bool mla_use_output_gate = false;  // true: out *= sigmoid(g)
+
+  uint32_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  size_t qk_row() const { return size_t{heads} * qk_head_dim(); }  // q, k values per token
+  size_t v_row() const { return size_t{heads} * v_head_dim; }      // v, g, out values per token
+
+  // A small configuration for tests, NoPE and output gate on: 4 heads,
+  // 32 nope + 16 rope dims, 32 v dims.
+  static MlaConfig test_twin();
+
+  // InvalidArgument when the kernels cannot run this shape.
+  absl::Status validate() const;
+};
+
+// Both kernels of the module, resolved once per device: rope, then sdpa.
+struct K3MlaDecodeKernels {
+  Kernel rope;
+  Kernel sdpa;
+
+  // The first lookup that fails is returned as is.
+  static absl::StatusOr<K3MlaDecodeKernels> resolve(Device& dev);
+};
+
+// ── the two launches ────────────────────────────────────────────────────────
+
+// Rotate-half RoPE of each head's dims [nope_dim, nope_dim + rope_dim) of q
+// and k, in place, at position `pos`; nothing when use_nope.
+// Grid (ceil(heads / 128)), block (128).
+struct K3MlaRopeArgs {
+  DevicePtr q;  // f32[heads][nope_dim + rope_dim]
+  DevicePtr k;  // f32[heads][nope_dim + rope_dim]
+  uint32_t heads = 0;
+  uint32_t nope_dim = 0;
+  uint32_t rope_dim = 0;  // even
+  uint32_t pos = 0;
+  float theta = 10000.0f;
+  bool use_nope = false;  // passed as u32 0/1
+};
+absl::Status k3_mla_maybe_rope(Device& dev, const K3MlaDecodeKernels& k, const K3MlaRopeArgs& a,
+                               Stream stream = {});
+
+// out[h] = softmax_t(q[h] . k[t][h] / sqrt(dq)) . v[t][h] over t < seq_len,
+// times sigmoid(g[h]) elementwise when use_gate. Grid (heads), block (32).
+struct K3MlaSdpaGateArgs {
+  DevicePtr q;    // f32[heads][dq]
+  DevicePtr k;    // f32[seq_len][heads][dq]
+  DevicePtr v;    // f32[seq_len][heads][dv]
+  DevicePtr g;    // f32[heads][dv]; not read (may be null) without the gate
+  DevicePtr out;  // f32[heads][dv], written (zeros when seq_len is 0)
+  uint32_t seq_len = 0;
+  uint32_t heads = 0;
+  uint32_t dq = 0;
+  uint32_t dv = 0;
+  bool use_gate = false;  // passed as u32 0/1
+};
+absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k,
+                              const K3MlaSdpaGateArgs& a, Stream stream = {});
+
+// ── KV caches ───────────────────────────────────────────────────────────────
+
+// The K/V rows of one sequence on the host: row t of k() is token t's
+// rotated k, [heads][qk_head_dim]; of v(), its v.
+class MlaHostKv {
+ public:
+  MlaHostKv(size_t k_row, size_t v_row) : k_row_(k_row), v_row_(v_row) {}
+  explicit MlaHostKv(const MlaConfig& cfg) : MlaHostKv(cfg.qk_row(), cfg.v_row()) {}
+
+  // InvalidArgument when a row has the wrong length.
+  absl::Status append(std::span<const float> k, std::span<const float> v);
+
+  size_t seq_len() const { return seq_len_; }
+  size_t k_row() const { return k_row_; }
+  size_t v_row() const { return v_row_; }
+  std::span<const float> k() const { return k_; }
+  std::span<const float> v() const { return v_; }
+
+ private:
+  size_t k_row_, v_row_;
+  size_t seq_len_ = 0;
+  std::vector<float> k_, v_;
+};
+
+// The K/V rows of one sequence in device memory, room for `capacity` tokens,
+// plus the per-token scratch of the device-resident step (so a token
+// allocates nothing). Owns its memory; the Device must outlive it.
+class MlaDeviceKv {
+ public:
+  // InvalidArgument for a zero capacity or row; the device's error when it
+  // is out of memory.
+  static absl::StatusOr<MlaDeviceKv> alloc(Device& dev, size_t capacity, size_t k_row,
+                                           size_t v_row);
+
+  ~MlaDeviceKv();
+  MlaDeviceKv(MlaDeviceKv&& other) noexcept;
+  MlaDeviceKv& operator=(MlaDeviceKv&& other) noexcept;
+  MlaDeviceKv(const MlaDeviceKv&) = delete;
+  MlaDeviceKv& operator=(const MlaDeviceKv&) = delete;
+
+  // f32[capacity][k_row] and f32[capacity][v_row]; rows [0, seq_len) are live.
+  DevicePtr k() const { return k_; }
+  DevicePtr v() const { return v_; }
+  DevicePtr k_row_ptr(size_t token) const { return k_ + token * k_row_ * sizeof(float); }
+  DevicePtr v_row_ptr(size_t token) const { return v_ + token * v_row_ * sizeof(float); }
+  size_t seq_len() const { return seq_len_; }
+  size_t capacity() const { return capacity_; }
+  bool full() const { return seq_len_ >= capacity_; }
+  size_t k_row() const { return k_row_; }
+  size_t v_row() const { return v_row_; }
+
+  // Appends one token: its K row from device memory (one device-to-device
+  // copy) and its V row from the host (one upload), both ordered on
+  // `stream`; `v` must stay valid until the stream reaches the upload.
+  // FailedPrecondition when full (nothing is written); InvalidArgument when
+  // v has the wrong length.
+  absl::Status append(DevicePtr k_src, std::span<const float> v, Stream stream = {});
+
+  // Forgets the rows from `seq_len` on (InvalidArgument beyond seq_len()).
+  absl::Status truncate(size_t seq_len);
+
+  // Per-token scratch: q and the new k (k_row floats each), g and out
+  // (v_row floats each).
+  DevicePtr scratch_q() const { return scratch_; }
+  DevicePtr scratch_k() const;
+  DevicePtr scratch_g() const;
+  DevicePtr scratch_out() const;
+
+ private:
+  MlaDeviceKv() = default;
+  void release();
+
+  Device* dev_ = nullptr;
+  DevicePtr k_, v_, scratch_;
+  size_t capacity_ = 0, k_row_ = 0, v_row_ = 0, seq_len_ = 0;
+};
+
+// ── one decode token ────────────────────────────────────────────────────────
+
+// One token's inputs, [heads][qk_head_dim] for q and k, [heads][v_head_dim]
+// for v and g (g may be empty when the gate is off).
+struct MlaTokenInputs {
+  std::span<const float> q;
+  std::span<const float> k;
+  std::span<const float> v;
+  std::span<const float> g;
+  uint32_t pos = 0;  // the token's position, for RoPE
+  float theta = 10000.0f;
+};
+
+// Host-KV step: uploads q and k, rotates them, downloads the rotated k and
+// appends it with v to `kv`, uploads the whole cache and g, attends, and
+// downloads the output [heads][v_head_dim]. Device memory is allocated for
+// the step and freed before it returns. `kv` is unchanged on error.
+absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
+                                                       const K3MlaDecodeKernels& kernels,
+                                                       const MlaConfig& cfg,
+                                                       const MlaTokenInputs& in, MlaHostKv& kv,
+                                                       Stream stream = {});
+
+// Device-resident step: uploads q, k, v and g into kv's scratch, rotates q
+// and k there, appends k and v as row seq_len() of `kv`, attends over the
+// device rows, and downloads only the output. FailedPrecondition when `kv`
+// is full (checked first: nothing runs); `kv` is unchanged on error.
+absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(
+    Device& dev, const K3MlaDecodeKernels& kernels, const MlaConfig& cfg,
+    const MlaTokenInputs& in, MlaDeviceKv& kv, Stream stream = {});
+
+}  // namespace sparkrt::ops
+
+#endif  // SPARKRT_OPS_K3_MLA_DECODE_H_

@@ -1,0 +1,205 @@
+// MLA (multi-head latent attention) ops: the host side of the `mla` kernel
+// module (contracts in docs/kernels.md, "Module mla").
+//
+// The MLA cache holds one KV head of kMlaCacheDim = 576 values per token: the
+// kMlaLatentDim = 512 latent values, then the kMlaRopeDim = 64 rope values.
+// K is the whole row, V is its latent part. Queries are "absorbed": each
+// head's nope part is multiplied into the latent space (mla_batched_gemv),
+// its rope part is copied next to it (mla_q_rope_scatter, RoPE,
+// mla_q_rope_writeback), so decode sees one 576-wide query row per head.
+//
+// Each op is one KernelLaunch with the kernel's argument order and the
+// geometry below, on any backend (cuda computes, cpu runs the reference, mock
+// records); the arguments travel in a struct of named fields in the kernel's
+// parameter order:
+//
+//   auto kernels = sparkrt::ops::MlaKernels::resolve(dev);  // once
+//   if (!kernels.ok()) return kernels.status();
+//   absl::Status s = sparkrt::ops::mla_paged_decode_fp8(dev, *kernels, {
+//       .q = q, .k_cache = cache, .v_cache = cache, .o = out,
+//       .block_tables = tables, .seq_lens = lens, .max_blocks_per_seq = 64,
+//       .num_q_heads = 64, .num_kv_heads = 1, .q_head_dim = 576,
+//       .kv_cache_dim = 576, .block_size = 64, .inv_sqrt_d = 0.0722f,
+//       .k_scale = ks, .v_scale = vs, .cache_stride = 64 * 576,
+//       .num_seqs = 1}, stream);
+//
+// Every op returns before the kernel finishes and launches nothing when its
+// work is empty (no heads, no outputs, no sequences). Shapes the kernels
+// cannot honour are InvalidArgument before anything is launched; device
+// pointers are not checked here (the cpu backend checks every extent a
+// kernel touches).
+#ifndef SPARKRT_OPS_MLA_H_
+#define SPARKRT_OPS_MLA_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sparkrt/device.h"
+#include "sparkrt/types.h"
+
+namespace sparkrt::ops {
+
+inline constexpr char kMlaModule[] = "mla";
+
+inline constexpr uint32_t kMlaLatentDim = 512;
+inline constexpr uint32_t kMlaRopeDim = 64;  // the rope part that ends every cache row
+inline constexpr uint32_t kMlaCacheDim = kMlaLatentDim + kMlaRopeDim;
+// Threads per block of every mla kernel but mla_cache_assemble.
+inline constexpr uint32_t kMlaBlockThreads = 256;
+// Outputs one mla_batched_gemv CTA computes (one per warp).
+inline constexpr uint32_t kMlaGemvOutputsPerCta = 8;
+// Decode limit on q_head_dim and kv_cache_dim.
+inline constexpr uint32_t kMlaMaxDecodeDim = 1024;
+
+// Every kernel of the `mla` module, resolved once per device, looked up in
+// declaration order.
+struct MlaKernels {
+  Kernel mla_batched_gemv;
+  Kernel mla_q_rope_scatter;
+  Kernel mla_q_rope_writeback;
+  Kernel mla_cache_assemble;
+  Kernel mla_paged_decode_nvfp4;
+  Kernel mla_paged_decode_fp8;
+
+  // The first lookup that fails is returned as is.
+  static absl::StatusOr<MlaKernels> resolve(Device& dev);
+};
+
+// output[h * output_stride + n] = sum_k weight[h][n][k] * input[h * input_stride + k]
+// for h < num_heads, n < n_out; bf16 in and out, f32 accumulation.
+// Grid (ceil(n_out / 8), num_heads), block (256).
+struct MlaBatchedGemvArgs {
+  DevicePtr input;   // bf16, head h at h * input_stride
+  DevicePtr weight;  // bf16[num_heads][n_out][k]
+  DevicePtr output;  // bf16, head h at h * output_stride, written
+  uint32_t n_out = 0;
+  uint32_t k = 0;
+  uint32_t num_heads = 0;      // grid only, not a kernel argument
+  uint32_t input_stride = 0;   // elements between heads, >= k
+  uint32_t output_stride = 0;  // elements between heads, >= n_out
+};
+absl::Status mla_batched_gemv(Device& dev, const MlaKernels& k, const MlaBatchedGemvArgs& a,
+                              Stream stream = {});
+
+// Copies each head's rope part q_full[h][nope, nope + rope) to
+// q_absorbed_buf[h][kv_lora, kv_lora + rope) and to q_rope_contiguous[h][0, rope)
+// (bf16, exact). Grid (1), block (256).
+struct MlaQRopeScatterArgs {
+  DevicePtr q_full;             // bf16[nq][hd]
+  DevicePtr q_absorbed_buf;     // bf16[nq][mla_cache_dim], rope parts written
+  DevicePtr q_rope_contiguous;  // bf16[nq][rope], written
+  uint32_t nq = 0;
+  uint32_t hd = 0;    // >= nope + rope
+  uint32_t nope = 0;
+  uint32_t rope = 0;
+  uint32_t kv_lora = 0;        // where the rope part starts in an absorbed row
+  uint32_t mla_cache_dim = 0;  // >= kv_lora + rope
+};
+absl::Status mla_q_rope_scatter(Device& dev, const MlaKernels& k, const MlaQRopeScatterArgs& a,
+                                Stream stream = {});
+
+// q_absorbed_buf[h][kv_lora, kv_lora + rope) = q_rope_direct[h][0, rope)
+// (bf16, exact). Grid (1), block (256).
+struct MlaQRopeWritebackArgs {
+  DevicePtr q_rope_direct;   // bf16[nq][rope]
+  DevicePtr q_absorbed_buf;  // bf16[nq][mla_cache_dim], rope parts written
+  uint32_t nq = 0;
+  uint32_t rope = 0;
+  uint32_t kv_lora = 0;
+  uint32_t mla_cache_dim = 0;  // >= kv_lora + rope
+};
+absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k,
+                                  const MlaQRopeWritebackArgs& a, Stream stream = {});
+
+// One token's bf16 cache rows: k_cache = [kv_latent | k_rope | zeros],
+// v_cache = [kv_latent | zeros], mla_cache_dim values each.
+// Grid (1), block (max(mla_cache_dim, 256)).
+struct MlaCacheAssembleArgs {
+  DevicePtr kv_latent;  // bf16[kv_lora]
+  DevicePtr k_rope;     // bf16[rope], already rotated
+  DevicePtr k_cache;    // bf16[mla_cache_dim], the token's K row, written
+  DevicePtr v_cache;    // bf16[mla_cache_dim], the token's V row, written
+  uint32_t kv_lora = 0;
+  uint32_t rope = 0;
+  uint32_t mla_cache_dim = 0;  // >= kv_lora + rope, <= the device's threads per block
+};
+absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCacheAssembleArgs& a,
+                                Stream stream = {});
+
+// ── paged decode over the compressed cache ──────────────────────────────────
+//
+// One query token per sequence; for query head h of sequence s over the
+// tokens t it attends: score_t = inv_sqrt_d * q[s][h][0, q_head_dim) . K_t[0, q_head_dim),
+// p = softmax(score), o[s][h] = sum_t p_t V_t[0, kv_cache_dim - 64), rounded
+// once to bf16. Grid (num_q_heads, num_seqs), block (256).
+
+// NVFP4 cache: each cache block is block_stride_bytes long; its first
+// data_section_bytes hold the E2M1 values of its block_size token rows two to
+// a byte (even value index in the low nibble), followed by one E4M3 scale
+// per 16 consecutive values. Value = e2m1 * scale.
+struct MlaPagedDecodeNvfp4Args {
+  DevicePtr q;             // bf16[num_seqs][num_q_heads][q_head_dim]
+  DevicePtr k_cache;       // NVFP4 pool
+  DevicePtr v_cache;       // NVFP4 pool (may equal k_cache: V is the latent part)
+  DevicePtr o;             // bf16[num_seqs][num_q_heads][kv_cache_dim - 64], written
+  DevicePtr block_tables;  // i32[num_seqs][max_blocks_per_seq]
+  DevicePtr seq_lens;      // i32[num_seqs], each in [0, max_blocks_per_seq * block_size]
+  uint32_t max_blocks_per_seq = 0;
+  uint32_t num_q_heads = 0;
+  uint32_t num_kv_heads = 1;
+  uint32_t q_head_dim = kMlaCacheDim;    // <= kv_cache_dim
+  uint32_t kv_cache_dim = kMlaCacheDim;  // a multiple of 16 in (64, 1024]
+  uint32_t block_size = 0;
+  float inv_sqrt_d = 0.0f;
+  uint64_t block_stride_bytes = 0;  // >= data_section_bytes + values / 16
+  uint64_t data_section_bytes = 0;  // >= values / 2; values = block_size * num_kv_heads * kv_cache_dim
+  uint32_t num_seqs = 0;            // grid only
+};
+absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
+                                    const MlaPagedDecodeNvfp4Args& a, Stream stream = {});
+
+// The bytes of one NVFP4 cache block of `block_size` tokens with its scale
+// section packed right after the data: {data_section_bytes, block_stride_bytes}.
+struct MlaNvfp4BlockLayout {
+  uint64_t data_section_bytes = 0;
+  uint64_t block_stride_bytes = 0;
+};
+MlaNvfp4BlockLayout mla_nvfp4_block_layout(uint32_t block_size, uint32_t num_kv_heads = 1,
+                                           uint32_t kv_cache_dim = kMlaCacheDim);
+
+// FP8 E4M3 cache: K = fp8 * k_scale, V = fp8 * v_scale, blocks cache_stride
+// bytes apart. sliding_window W > 0 attends to the last min(W, seq_len)
+// tokens. sinks (f32[num_q_heads], may be null) add exp(sink - max) to each
+// head's softmax denominator. comp_pool (may be null) holds comp_block_count
+// compressed FP8 rows per sequence, [num_seqs][comp_block_count][num_kv_heads]
+// [kv_cache_dim] with the same scales, attended in addition to the window.
+struct MlaPagedDecodeFp8Args {
+  DevicePtr q;             // bf16[num_seqs][num_q_heads][q_head_dim]
+  DevicePtr k_cache;       // fp8 e4m3fn pool
+  DevicePtr v_cache;       // fp8 e4m3fn pool (may equal k_cache)
+  DevicePtr o;             // bf16[num_seqs][num_q_heads][kv_cache_dim - 64], written
+  DevicePtr block_tables;  // i32[num_seqs][max_blocks_per_seq]
+  DevicePtr seq_lens;      // i32[num_seqs]
+  uint32_t max_blocks_per_seq = 0;
+  uint32_t num_q_heads = 0;
+  uint32_t num_kv_heads = 1;
+  uint32_t q_head_dim = kMlaCacheDim;
+  uint32_t kv_cache_dim = kMlaCacheDim;  // in (64, 1024]
+  uint32_t block_size = 0;
+  float inv_sqrt_d = 0.0f;
+  float k_scale = 1.0f;  // > 0
+  float v_scale = 1.0f;  // > 0
+  uint64_t cache_stride = 0;  // bytes per block, >= block_size * num_kv_heads * kv_cache_dim
+  uint32_t num_seqs = 0;      // grid only
+  uint32_t sliding_window = 0;   // 0: the whole context
+  DevicePtr sinks{};             // f32[num_q_heads] or null
+  DevicePtr comp_pool{};         // fp8 compressed rows or null (then comp_block_count must be 0)
+  uint32_t comp_block_count = 0;
+};
+absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k,
+                                  const MlaPagedDecodeFp8Args& a, Stream stream = {});
+
+}  // namespace sparkrt::ops
+
+#endif  // SPARKRT_OPS_MLA_H_

@@ -1,0 +1,365 @@
+#include "sparkrt/ops/k3_mla_decode.h"
+
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "op_checks.h"
+#include "sparkrt/kernel_launch.h"
+
+namespace sparkrt::ops {
+namespace {
+
+using detail::check_nonzero;
+using detail::invalid;
+
+constexpr uint64_t kScratchAlign = 256;
+
+uint64_t aligned_floats(size_t n) {
+  return (uint64_t{n} * sizeof(float) + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+}
+
+absl::Status check_length(std::string_view op, const char* name, size_t got, size_t want,
+                          const char* shape) {
+  if (got == want) return absl::OkStatus();
+  return invalid(op, absl::StrFormat("%s has %d values, the configuration needs %d (%s)", name,
+                                     got, want, shape));
+}
+
+// The inputs of one token against the configuration.
+absl::Status check_inputs(std::string_view op, const MlaConfig& cfg, const MlaTokenInputs& in) {
+  SPARKRT_OPS_RETURN_IF_ERROR(cfg.validate());
+  const char* qk_shape = "heads * qk_head_dim";
+  const char* v_shape = "heads * v_head_dim";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "q", in.q.size(), cfg.qk_row(), qk_shape));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "k", in.k.size(), cfg.qk_row(), qk_shape));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "v", in.v.size(), cfg.v_row(), v_shape));
+  if (cfg.mla_use_output_gate || !in.g.empty())
+    SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "g", in.g.size(), cfg.v_row(), v_shape));
+  return absl::OkStatus();
+}
+
+K3MlaRopeArgs rope_args(const MlaConfig& cfg, const MlaTokenInputs& in, DevicePtr q, DevicePtr k) {
+  return {.q = q,
+          .k = k,
+          .heads = cfg.heads,
+          .nope_dim = cfg.qk_nope_head_dim,
+          .rope_dim = cfg.qk_rope_head_dim,
+          .pos = in.pos,
+          .theta = in.theta,
+          .use_nope = cfg.mla_use_nope};
+}
+
+K3MlaSdpaGateArgs sdpa_args(const MlaConfig& cfg, DevicePtr q, DevicePtr k, DevicePtr v,
+                            DevicePtr g, DevicePtr out, size_t seq_len) {
+  return {.q = q,
+          .k = k,
+          .v = v,
+          .g = cfg.mla_use_output_gate ? g : DevicePtr{},
+          .out = out,
+          .seq_len = static_cast<uint32_t>(seq_len),
+          .heads = cfg.heads,
+          .dq = cfg.qk_head_dim(),
+          .dv = cfg.v_head_dim,
+          .use_gate = cfg.mla_use_output_gate};
+}
+
+// Device memory of one host-KV step, freed when the step ends (after its
+// stream is drained, so no queued copy or kernel still uses it).
+class StepMemory {
+ public:
+  StepMemory(Device& dev, Stream stream) : dev_(dev), stream_(stream) {}
+  ~StepMemory() {
+    dev_.synchronize(stream_).IgnoreError();
+    for (DevicePtr p : held_) dev_.free(p).IgnoreError();
+  }
+  StepMemory(const StepMemory&) = delete;
+  StepMemory& operator=(const StepMemory&) = delete;
+
+  absl::StatusOr<DevicePtr> floats(size_t n) {
+    auto p = dev_.alloc(n * sizeof(float));
+    if (p.ok()) held_.push_back(*p);
+    return p;
+  }
+
+ private:
+  Device& dev_;
+  Stream stream_;
+  std::vector<DevicePtr> held_;
+};
+
+absl::Status upload(Device& dev, std::span<const float> host, DevicePtr dst, Stream stream) {
+  if (host.empty()) return absl::OkStatus();
+  return dev.copy_h2d_async(host.data(), dst, host.size_bytes(), stream);
+}
+
+// Waits for the stream, then downloads `n` floats (one blocking copy).
+absl::StatusOr<std::vector<float>> download(Device& dev, DevicePtr src, size_t n, Stream stream) {
+  SPARKRT_OPS_RETURN_IF_ERROR(dev.synchronize(stream));
+  std::vector<float> host(n);
+  SPARKRT_OPS_RETURN_IF_ERROR(dev.copy_d2h(src, host.data(), n * sizeof(float)));
+  return host;
+}
+
+#define SPARKRT_OPS_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_or = (expr);                       \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
+
+}  // namespace
+
+// ── MlaConfig ───────────────────────────────────────────────────────────────
+
+MlaConfig MlaConfig::test_twin() {
+  return {.heads = 4,
+          .qk_nope_head_dim = 32,
+          .qk_rope_head_dim = 16,
+          .v_head_dim = 32,
+          .mla_use_nope = true,
+          .mla_use_output_gate = true};
+}
+
+absl::Status MlaConfig::validate() const {
+  constexpr std::string_view op = "MlaConfig";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "heads", heads));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "qk_head_dim", qk_head_dim()));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "v_head_dim", v_head_dim));
+  if (!mla_use_nope && qk_rope_head_dim % 2 != 0) {
+    return invalid(op, absl::StrFormat("qk_rope_head_dim %d must be even (rotate-half RoPE "
+                                       "pairs dim i with i + %d/2), or turn mla_use_nope on",
+                                       qk_rope_head_dim, qk_rope_head_dim));
+  }
+  return absl::OkStatus();
+}
+
+// ── kernels and launches ────────────────────────────────────────────────────
+
+absl::StatusOr<K3MlaDecodeKernels> K3MlaDecodeKernels::resolve(Device& dev) {
+  K3MlaDecodeKernels k;
+  const detail::KernelEntry entries[] = {
+      {kMlaDecodeModule, kK3MlaRopeEntry, &k.rope},
+      {kMlaDecodeModule, kK3MlaSdpaEntry, &k.sdpa},
+  };
+  SPARKRT_OPS_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  return k;
+}
+
+absl::Status k3_mla_maybe_rope(Device& dev, const K3MlaDecodeKernels& k, const K3MlaRopeArgs& a,
+                               Stream stream) {
+  if (a.heads == 0) return absl::OkStatus();
+  if (!a.use_nope && a.rope_dim % 2 != 0)
+    return invalid(kK3MlaRopeEntry, absl::StrFormat("rope_dim %d must be even", a.rope_dim));
+  return KernelLaunch(dev, k.rope)
+      .grid({div_ceil(a.heads, kK3MlaRopeBlock)})
+      .block({kK3MlaRopeBlock})
+      .arg(a.q)
+      .arg(a.k)
+      .arg(a.heads)
+      .arg(a.nope_dim)
+      .arg(a.rope_dim)
+      .arg(a.pos)
+      .arg(a.theta)
+      .arg(uint32_t{a.use_nope})
+      .launch(stream);
+}
+
+absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k,
+                              const K3MlaSdpaGateArgs& a, Stream stream) {
+  if (a.heads == 0 || a.dv == 0) return absl::OkStatus();
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(kK3MlaSdpaEntry, "dq", a.dq));
+  if (a.use_gate && a.g.is_null())
+    return invalid(kK3MlaSdpaEntry, "the output gate is on but g is null");
+  return KernelLaunch(dev, k.sdpa)
+      .grid({a.heads})
+      .block({kK3MlaSdpaBlock})
+      .arg(a.q)
+      .arg(a.k)
+      .arg(a.v)
+      .arg(a.g)
+      .arg(a.out)
+      .arg(a.seq_len)
+      .arg(a.heads)
+      .arg(a.dq)
+      .arg(a.dv)
+      .arg(uint32_t{a.use_gate})
+      .launch(stream);
+}
+
+// ── MlaHostKv ───────────────────────────────────────────────────────────────
+
+absl::Status MlaHostKv::append(std::span<const float> k, std::span<const float> v) {
+  constexpr std::string_view op = "MlaHostKv::append";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "k", k.size(), k_row_, "one K row"));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "v", v.size(), v_row_, "one V row"));
+  k_.insert(k_.end(), k.begin(), k.end());
+  v_.insert(v_.end(), v.begin(), v.end());
+  ++seq_len_;
+  return absl::OkStatus();
+}
+
+// ── MlaDeviceKv ─────────────────────────────────────────────────────────────
+
+absl::StatusOr<MlaDeviceKv> MlaDeviceKv::alloc(Device& dev, size_t capacity, size_t k_row,
+                                               size_t v_row) {
+  constexpr std::string_view op = "MlaDeviceKv::alloc";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "capacity", capacity));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "k_row", k_row));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "v_row", v_row));
+  MlaDeviceKv kv;
+  kv.dev_ = &dev;
+  kv.capacity_ = capacity;
+  kv.k_row_ = k_row;
+  kv.v_row_ = v_row;
+  // A failure below frees what was allocated: kv's destructor runs.
+  SPARKRT_OPS_ASSIGN_OR_RETURN(k, dev.alloc(capacity * k_row * sizeof(float)));
+  kv.k_ = k;
+  SPARKRT_OPS_ASSIGN_OR_RETURN(v, dev.alloc(capacity * v_row * sizeof(float)));
+  kv.v_ = v;
+  SPARKRT_OPS_ASSIGN_OR_RETURN(scratch, dev.alloc(2 * aligned_floats(k_row) + 2 * aligned_floats(v_row)));
+  kv.scratch_ = scratch;
+  return kv;
+}
+
+MlaDeviceKv::~MlaDeviceKv() { release(); }
+
+MlaDeviceKv::MlaDeviceKv(MlaDeviceKv&& other) noexcept { *this = std::move(other); }
+
+MlaDeviceKv& MlaDeviceKv::operator=(MlaDeviceKv&& other) noexcept {
+  if (this != &other) {
+    release();
+    dev_ = std::exchange(other.dev_, nullptr);
+    k_ = std::exchange(other.k_, DevicePtr{});
+    v_ = std::exchange(other.v_, DevicePtr{});
+    scratch_ = std::exchange(other.scratch_, DevicePtr{});
+    capacity_ = std::exchange(other.capacity_, 0);
+    k_row_ = other.k_row_;
+    v_row_ = other.v_row_;
+    seq_len_ = std::exchange(other.seq_len_, 0);
+  }
+  return *this;
+}
+
+void MlaDeviceKv::release() {
+  if (dev_ == nullptr) return;
+  for (DevicePtr p : {k_, v_, scratch_})
+    if (!p.is_null()) dev_->free(p).IgnoreError();
+  dev_ = nullptr;
+}
+
+DevicePtr MlaDeviceKv::scratch_k() const { return scratch_ + aligned_floats(k_row_); }
+DevicePtr MlaDeviceKv::scratch_g() const { return scratch_ + 2 * aligned_floats(k_row_); }
+DevicePtr MlaDeviceKv::scratch_out() const {
+  return scratch_ + 2 * aligned_floats(k_row_) + aligned_floats(v_row_);
+}
+
+absl::Status MlaDeviceKv::append(DevicePtr k_src, std::span<const float> v, Stream stream) {
+  constexpr std::string_view op = "MlaDeviceKv::append";
+  if (full()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: the device KV is full (%d of %d tokens); allocate a larger MlaDeviceKv or "
+        "truncate this one",
+        op, seq_len_, capacity_));
+  }
+  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "v", v.size(), v_row_, "one V row"));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      dev_->copy_d2d_async(k_src, k_row_ptr(seq_len_), k_row_ * sizeof(float), stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(upload(*dev_, v, v_row_ptr(seq_len_), stream));
+  ++seq_len_;
+  return absl::OkStatus();
+}
+
+absl::Status MlaDeviceKv::truncate(size_t seq_len) {
+  if (seq_len > seq_len_) {
+    return invalid("MlaDeviceKv::truncate",
+                   absl::StrFormat("%d is beyond the %d live rows", seq_len, seq_len_));
+  }
+  seq_len_ = seq_len;
+  return absl::OkStatus();
+}
+
+// ── token steps ─────────────────────────────────────────────────────────────
+
+absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
+                                                       const K3MlaDecodeKernels& kernels,
+                                                       const MlaConfig& cfg,
+                                                       const MlaTokenInputs& in, MlaHostKv& kv,
+                                                       Stream stream) {
+  constexpr std::string_view op = "k3_mla_decode_token";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_inputs(op, cfg, in));
+  if (kv.k_row() != cfg.qk_row() || kv.v_row() != cfg.v_row()) {
+    return invalid(op, absl::StrFormat("the host KV rows (%d, %d values) do not match the "
+                                       "configuration (%d, %d)",
+                                       kv.k_row(), kv.v_row(), cfg.qk_row(), cfg.v_row()));
+  }
+  const size_t seq_len = kv.seq_len() + 1;
+  StepMemory mem(dev, stream);
+  SPARKRT_OPS_ASSIGN_OR_RETURN(dq, mem.floats(cfg.qk_row()));
+  // The cache with room for the new row last, which the rope rotates in place.
+  SPARKRT_OPS_ASSIGN_OR_RETURN(dk, mem.floats(seq_len * cfg.qk_row()));
+  const DevicePtr dk_new = dk + kv.k().size_bytes();
+  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.q, dq, stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.k, dk_new, stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(k3_mla_maybe_rope(dev, kernels, rope_args(cfg, in, dq, dk_new), stream));
+  SPARKRT_OPS_ASSIGN_OR_RETURN(k_rotated, download(dev, dk_new, cfg.qk_row(), stream));
+
+  SPARKRT_OPS_ASSIGN_OR_RETURN(dv, mem.floats(seq_len * cfg.v_row()));
+  SPARKRT_OPS_ASSIGN_OR_RETURN(dout, mem.floats(cfg.v_row()));
+  DevicePtr dg{};
+  if (cfg.mla_use_output_gate) {
+    SPARKRT_OPS_ASSIGN_OR_RETURN(g, mem.floats(cfg.v_row()));
+    dg = g;
+    SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.g, dg, stream));
+  }
+  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, kv.k(), dk, stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, kv.v(), dv, stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.v, dv + kv.v().size_bytes(), stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      k3_mla_sdpa_gate(dev, kernels, sdpa_args(cfg, dq, dk, dv, dg, dout, seq_len), stream));
+  SPARKRT_OPS_ASSIGN_OR_RETURN(out, download(dev, dout, cfg.v_row(), stream));
+  // Only a complete step changes the cache.
+  SPARKRT_OPS_RETURN_IF_ERROR(kv.append(k_rotated, in.v));
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(
+    Device& dev, const K3MlaDecodeKernels& kernels, const MlaConfig& cfg,
+    const MlaTokenInputs& in, MlaDeviceKv& kv, Stream stream) {
+  constexpr std::string_view op = "k3_mla_decode_token_on_device";
+  if (kv.full()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: the device KV is full (%d of %d tokens); allocate a larger MlaDeviceKv or "
+        "truncate this one",
+        op, kv.seq_len(), kv.capacity()));
+  }
+  SPARKRT_OPS_RETURN_IF_ERROR(check_inputs(op, cfg, in));
+  if (kv.k_row() != cfg.qk_row() || kv.v_row() != cfg.v_row()) {
+    return invalid(op, absl::StrFormat("the device KV rows (%d, %d values) do not match the "
+                                       "configuration (%d, %d)",
+                                       kv.k_row(), kv.v_row(), cfg.qk_row(), cfg.v_row()));
+  }
+  const size_t before = kv.seq_len();
+  auto step = [&]() -> absl::StatusOr<std::vector<float>> {
+    SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.q, kv.scratch_q(), stream));
+    SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.k, kv.scratch_k(), stream));
+    if (cfg.mla_use_output_gate)
+      SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.g, kv.scratch_g(), stream));
+    SPARKRT_OPS_RETURN_IF_ERROR(k3_mla_maybe_rope(
+        dev, kernels, rope_args(cfg, in, kv.scratch_q(), kv.scratch_k()), stream));
+    SPARKRT_OPS_RETURN_IF_ERROR(kv.append(kv.scratch_k(), in.v, stream));
+    SPARKRT_OPS_RETURN_IF_ERROR(k3_mla_sdpa_gate(
+        dev, kernels,
+        sdpa_args(cfg, kv.scratch_q(), kv.k(), kv.v(), kv.scratch_g(), kv.scratch_out(),
+                  kv.seq_len()),
+        stream));
+    return download(dev, kv.scratch_out(), cfg.v_row(), stream);
+  };
+  auto out = step();
+  if (!out.ok()) {
+    // Queued uploads read the caller's spans: drain before returning.
+    dev.synchronize(stream).IgnoreError();
+    kv.truncate(before).IgnoreError();
+  }
+  return out;
+}
+
+}  // namespace sparkrt::ops

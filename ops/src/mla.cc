@@ -1,0 +1,252 @@
+#include "sparkrt/ops/mla.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "absl/strings/str_format.h"
+#include "op_checks.h"
+#include "sparkrt/kernel_launch.h"
+
+namespace sparkrt::ops {
+namespace {
+
+using detail::check_at_most;
+using detail::check_nonzero;
+using detail::check_scale;
+using detail::invalid;
+
+uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+
+// The rope part [kv_lora, kv_lora + rope) must stay inside each head's
+// mla_cache_dim row.
+absl::Status check_rope_slot(std::string_view op, uint32_t rope, uint32_t kv_lora,
+                             uint32_t mla_cache_dim) {
+  if (uint64_t{kv_lora} + rope <= mla_cache_dim) return absl::OkStatus();
+  return invalid(op, absl::StrFormat("kv_lora %d + rope %d exceeds mla_cache_dim %d: the rope "
+                                     "part must fit in each head's row",
+                                     kv_lora, rope, mla_cache_dim));
+}
+
+// What both decode entries require of their shapes.
+absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint32_t num_q_heads,
+                          uint32_t num_kv_heads, uint32_t q_head_dim, uint32_t kv_cache_dim,
+                          uint32_t block_size) {
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "block_size", block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "num_kv_heads", num_kv_heads));
+  if (num_q_heads == 0 || num_q_heads % num_kv_heads != 0) {
+    return invalid(op, absl::StrFormat("num_q_heads %d must be a positive multiple of "
+                                       "num_kv_heads %d",
+                                       num_q_heads, num_kv_heads));
+  }
+  if (kv_cache_dim <= kMlaRopeDim || kv_cache_dim > kMlaMaxDecodeDim) {
+    return invalid(op, absl::StrFormat("kv_cache_dim %d must be in (%d, %d]: a row ends with "
+                                       "the %d rope values and V is the rest",
+                                       kv_cache_dim, kMlaRopeDim, kMlaMaxDecodeDim, kMlaRopeDim));
+  }
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "q_head_dim", q_head_dim));
+  return check_at_most(op, "q_head_dim", q_head_dim, "kv_cache_dim", kv_cache_dim);
+}
+
+}  // namespace
+
+absl::StatusOr<MlaKernels> MlaKernels::resolve(Device& dev) {
+  MlaKernels k;
+  const detail::KernelEntry entries[] = {
+      {kMlaModule, "mla_batched_gemv", &k.mla_batched_gemv},
+      {kMlaModule, "mla_q_rope_scatter", &k.mla_q_rope_scatter},
+      {kMlaModule, "mla_q_rope_writeback", &k.mla_q_rope_writeback},
+      {kMlaModule, "mla_cache_assemble", &k.mla_cache_assemble},
+      {kMlaModule, "mla_paged_decode_nvfp4", &k.mla_paged_decode_nvfp4},
+      {kMlaModule, "mla_paged_decode_fp8", &k.mla_paged_decode_fp8},
+  };
+  SPARKRT_OPS_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  return k;
+}
+
+absl::Status mla_batched_gemv(Device& dev, const MlaKernels& k, const MlaBatchedGemvArgs& a,
+                              Stream stream) {
+  if (a.n_out == 0 || a.num_heads == 0) return absl::OkStatus();
+  constexpr std::string_view op = "mla_batched_gemv";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "k", a.k));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_at_most(op, "k", a.k, "input_stride", a.input_stride));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_at_most(op, "n_out", a.n_out, "output_stride", a.output_stride));
+  return KernelLaunch(dev, k.mla_batched_gemv)
+      .grid({div_ceil(a.n_out, kMlaGemvOutputsPerCta), a.num_heads})
+      .block({kMlaBlockThreads})
+      .arg(a.input)
+      .arg(a.weight)
+      .arg(a.output)
+      .arg(a.n_out)
+      .arg(a.k)
+      .arg(a.input_stride)
+      .arg(a.output_stride)
+      .launch(stream);
+}
+
+absl::Status mla_q_rope_scatter(Device& dev, const MlaKernels& k, const MlaQRopeScatterArgs& a,
+                                Stream stream) {
+  if (a.nq == 0 || a.rope == 0) return absl::OkStatus();
+  constexpr std::string_view op = "mla_q_rope_scatter";
+  if (uint64_t{a.nope} + a.rope > a.hd) {
+    return invalid(op, absl::StrFormat("nope %d + rope %d exceeds hd %d, the q_full head width",
+                                       a.nope, a.rope, a.hd));
+  }
+  SPARKRT_OPS_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
+  return KernelLaunch(dev, k.mla_q_rope_scatter)
+      .grid({1})
+      .block({kMlaBlockThreads})
+      .arg(a.q_full)
+      .arg(a.q_absorbed_buf)
+      .arg(a.q_rope_contiguous)
+      .arg(a.nq)
+      .arg(a.hd)
+      .arg(a.nope)
+      .arg(a.rope)
+      .arg(a.kv_lora)
+      .arg(a.mla_cache_dim)
+      .launch(stream);
+}
+
+absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k,
+                                  const MlaQRopeWritebackArgs& a, Stream stream) {
+  if (a.nq == 0 || a.rope == 0) return absl::OkStatus();
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      check_rope_slot("mla_q_rope_writeback", a.rope, a.kv_lora, a.mla_cache_dim));
+  return KernelLaunch(dev, k.mla_q_rope_writeback)
+      .grid({1})
+      .block({kMlaBlockThreads})
+      .arg(a.q_rope_direct)
+      .arg(a.q_absorbed_buf)
+      .arg(a.nq)
+      .arg(a.rope)
+      .arg(a.kv_lora)
+      .arg(a.mla_cache_dim)
+      .launch(stream);
+}
+
+absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCacheAssembleArgs& a,
+                                Stream stream) {
+  if (a.mla_cache_dim == 0) return absl::OkStatus();
+  constexpr std::string_view op = "mla_cache_assemble";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
+  const uint32_t threads = std::max(a.mla_cache_dim, kMlaBlockThreads);
+  SPARKRT_OPS_RETURN_IF_ERROR(check_at_most(op, "mla_cache_dim", threads,
+                                            "the device's threads per block",
+                                            dev.properties().max_threads_per_block));
+  return KernelLaunch(dev, k.mla_cache_assemble)
+      .grid({1})
+      .block({threads})
+      .arg(a.kv_latent)
+      .arg(a.k_rope)
+      .arg(a.k_cache)
+      .arg(a.v_cache)
+      .arg(a.kv_lora)
+      .arg(a.rope)
+      .arg(a.mla_cache_dim)
+      .launch(stream);
+}
+
+MlaNvfp4BlockLayout mla_nvfp4_block_layout(uint32_t block_size, uint32_t num_kv_heads,
+                                           uint32_t kv_cache_dim) {
+  const uint64_t values = uint64_t{block_size} * num_kv_heads * kv_cache_dim;
+  MlaNvfp4BlockLayout layout;
+  // 16-byte aligned sections, so either can be read with vector loads.
+  layout.data_section_bytes = round_up((values + 1) / 2, 16);
+  layout.block_stride_bytes = round_up(layout.data_section_bytes + (values + 15) / 16, 16);
+  return layout;
+}
+
+absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
+                                    const MlaPagedDecodeNvfp4Args& a, Stream stream) {
+  if (a.num_seqs == 0) return absl::OkStatus();
+  constexpr std::string_view op = "mla_paged_decode_nvfp4";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads,
+                                           a.num_kv_heads, a.q_head_dim, a.kv_cache_dim,
+                                           a.block_size));
+  if (a.kv_cache_dim % 16 != 0) {
+    return invalid(op, absl::StrFormat("kv_cache_dim %d must be a multiple of 16 (one E4M3 "
+                                       "scale per 16 values)",
+                                       a.kv_cache_dim));
+  }
+  const uint64_t values = uint64_t{a.block_size} * a.num_kv_heads * a.kv_cache_dim;
+  if (a.data_section_bytes < values / 2 ||
+      a.block_stride_bytes < a.data_section_bytes + values / 16) {
+    return invalid(op, absl::StrFormat(
+                           "a block of %d values needs data_section_bytes >= %d (got %d) and "
+                           "block_stride_bytes >= data_section_bytes + %d scale bytes (got %d); "
+                           "mla_nvfp4_block_layout() gives a packed layout",
+                           values, values / 2, a.data_section_bytes, values / 16,
+                           a.block_stride_bytes));
+  }
+  return KernelLaunch(dev, k.mla_paged_decode_nvfp4)
+      .grid({a.num_q_heads, a.num_seqs})
+      .block({kMlaBlockThreads})
+      .arg(a.q)
+      .arg(a.k_cache)
+      .arg(a.v_cache)
+      .arg(a.o)
+      .arg(a.block_tables)
+      .arg(a.seq_lens)
+      .arg(a.max_blocks_per_seq)
+      .arg(a.num_q_heads)
+      .arg(a.num_kv_heads)
+      .arg(a.q_head_dim)
+      .arg(a.kv_cache_dim)
+      .arg(a.block_size)
+      .arg(a.inv_sqrt_d)
+      .arg(a.block_stride_bytes)
+      .arg(a.data_section_bytes)
+      .launch(stream);
+}
+
+absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k,
+                                  const MlaPagedDecodeFp8Args& a, Stream stream) {
+  if (a.num_seqs == 0) return absl::OkStatus();
+  constexpr std::string_view op = "mla_paged_decode_fp8";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads,
+                                           a.num_kv_heads, a.q_head_dim, a.kv_cache_dim,
+                                           a.block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
+  const uint64_t block = uint64_t{a.block_size} * a.num_kv_heads * a.kv_cache_dim;
+  if (a.cache_stride < block) {
+    return invalid(op, absl::StrFormat("cache_stride %d is smaller than one cache block "
+                                       "(block_size %d * num_kv_heads %d * kv_cache_dim %d = %d "
+                                       "bytes)",
+                                       a.cache_stride, a.block_size, a.num_kv_heads,
+                                       a.kv_cache_dim, block));
+  }
+  if (a.comp_pool.is_null() && a.comp_block_count != 0) {
+    return invalid(op, absl::StrFormat("comp_block_count %d needs a comp_pool; pass 0 when "
+                                       "there is no compressed pool",
+                                       a.comp_block_count));
+  }
+  return KernelLaunch(dev, k.mla_paged_decode_fp8)
+      .grid({a.num_q_heads, a.num_seqs})
+      .block({kMlaBlockThreads})
+      .arg(a.q)
+      .arg(a.k_cache)
+      .arg(a.v_cache)
+      .arg(a.o)
+      .arg(a.block_tables)
+      .arg(a.seq_lens)
+      .arg(a.max_blocks_per_seq)
+      .arg(a.num_q_heads)
+      .arg(a.num_kv_heads)
+      .arg(a.q_head_dim)
+      .arg(a.kv_cache_dim)
+      .arg(a.block_size)
+      .arg(a.inv_sqrt_d)
+      .arg(a.k_scale)
+      .arg(a.v_scale)
+      .arg(a.cache_stride)
+      .arg(a.sliding_window)
+      .arg(a.sinks)
+      .arg(a.comp_pool)
+      .arg(a.comp_block_count)
+      .launch(stream);
+}
+
+}  // namespace sparkrt::ops

@@ -1,0 +1,271 @@
+// The K3 MLA decode on the cpu reference backend against float64 computations
+// written here from docs/kernels.md ("Module mla_decode"): the RoPE and NoPE
+// rule, softmax attention with the output gate, and a multi-token decode in
+// which the host-KV and device-resident steps must agree with each other
+// bit for bit and with float64. Inputs are random and never zero; outputs
+// are poisoned first.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "mla_test_support.h"
+#include "sparkrt/ops/k3_mla_decode.h"
+
+using namespace opstest;
+using namespace mlatest;
+namespace ops = sparkrt::ops;
+
+namespace {
+
+struct Cpu {
+  std::unique_ptr<sparkrt::Device> dev = open_device("cpu");
+  ops::K3MlaDecodeKernels kernels = resolve_k3();
+  uint64_t seed = fresh_seed();
+  std::mt19937_64 gen{seed};
+
+  uint32_t u32_pos() { return std::uniform_int_distribution<uint32_t>(0, 9000)(gen); }
+  ops::K3MlaDecodeKernels resolve_k3() {
+    auto k = ops::K3MlaDecodeKernels::resolve(*dev);
+    REQUIRE_MESSAGE(k.ok(), k.status().ToString());
+    return *k;
+  }
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Rotate-half RoPE in float64 of each head's dims [nope, nope + rope).
+std::vector<double> rope_f64(const std::vector<float>& x, uint32_t heads, uint32_t nope,
+                             uint32_t rope, uint32_t pos, double theta, bool use_nope) {
+  std::vector<double> y(x.begin(), x.end());
+  if (use_nope) return y;
+  const uint32_t dq = nope + rope, half = rope / 2;
+  for (uint32_t h = 0; h < heads; ++h) {
+    for (uint32_t i = 0; i < half; ++i) {
+      const double angle = pos * std::pow(theta, -2.0 * i / rope);
+      const double a = x[h * dq + nope + i], b = x[h * dq + nope + i + half];
+      y[h * dq + nope + i] = a * std::cos(angle) - b * std::sin(angle);
+      y[h * dq + nope + i + half] = b * std::cos(angle) + a * std::sin(angle);
+    }
+  }
+  return y;
+}
+
+// Softmax attention in float64 of q [heads][dq] over rows k [t][heads][dq],
+// v [t][heads][dv], times sigmoid(g) when gated.
+std::vector<double> sdpa_f64(const std::vector<double>& q, const std::vector<double>& k,
+                             const std::vector<double>& v, const std::vector<float>& g,
+                             uint32_t seq_len, uint32_t heads, uint32_t dq, uint32_t dv,
+                             bool gate) {
+  std::vector<double> out(uint64_t{heads} * dv, 0.0);
+  if (seq_len == 0) return out;
+  for (uint32_t h = 0; h < heads; ++h) {
+    std::vector<double> p(seq_len);
+    for (uint32_t t = 0; t < seq_len; ++t) {
+      double dot = 0;
+      for (uint32_t d = 0; d < dq; ++d) dot += q[h * dq + d] * k[(uint64_t{t} * heads + h) * dq + d];
+      p[t] = dot / std::sqrt(double(dq));
+    }
+    const double m = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (double& x : p) sum += (x = std::exp(x - m));
+    for (uint32_t d = 0; d < dv; ++d) {
+      double o = 0;
+      for (uint32_t t = 0; t < seq_len; ++t) o += p[t] * v[(uint64_t{t} * heads + h) * dv + d];
+      o /= sum;
+      if (gate) o /= 1.0 + std::exp(-double(g[h * dv + d]));
+      out[h * dv + d] = o;
+    }
+  }
+  return out;
+}
+
+// Attention outputs: |got - want| <= 2^-16 |want| + 2^-15 max|v| (f32 dots,
+// exp and sums against float64).
+void check_attention(const std::vector<float>& got, const std::vector<double>& want,
+                     double vmax) {
+  REQUIRE(got.size() == want.size());
+  uint64_t misses = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = std::ldexp(std::fabs(want[i]), -16) + std::ldexp(vmax, -15);
+    if (!(std::fabs(got[i] - want[i]) <= tol) && misses++ < 8)
+      FAIL_CHECK("out[", i, "] = ", got[i], ", float64 ", want[i]);
+  }
+  CHECK(misses == 0);
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::fabs(x)));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("k3 mla cpu: RoPE rotates each head's rope dims, NoPE leaves q and k alone") {
+  Cpu c;
+  INFO("seed ", c.seed);
+  const uint32_t heads = 5, nope = 24, rope = 16, dq = nope + rope;
+  for (float theta : {10000.0f, 1e6f}) {
+    const uint32_t pos = c.u32_pos();
+    CAPTURE(theta);
+    CAPTURE(pos);
+    const auto q = random_f32(c.gen, heads * dq), k = random_f32(c.gen, heads * dq);
+    Buffer dqb(*c.dev, q), dkb(*c.dev, k);
+    REQUIRE_OK(ops::k3_mla_maybe_rope(*c.dev, c.kernels,
+                                      {.q = dqb,
+                                       .k = dkb,
+                                       .heads = heads,
+                                       .nope_dim = nope,
+                                       .rope_dim = rope,
+                                       .pos = pos,
+                                       .theta = theta,
+                                       .use_nope = false}));
+    for (const auto& [in, buf] : {std::pair{&q, &dqb}, std::pair{&k, &dkb}}) {
+      const auto got = buf->download<float>();
+      const auto want = rope_f64(*in, heads, nope, rope, pos, theta, false);
+      uint64_t misses = 0;
+      for (uint32_t h = 0; h < heads; ++h)
+        for (uint32_t d = 0; d < dq; ++d) {
+          const uint32_t i = h * dq + d;
+          if (d < nope) {
+            CHECK(got[i] == (*in)[i]);  // the nope part is never touched
+            continue;
+          }
+          const uint32_t j = d - nope < rope / 2 ? i + rope / 2 : i - rope / 2;  // its partner
+          const double tol = std::ldexp(std::fabs((*in)[i]) + std::fabs((*in)[j]), -21);
+          if (!(std::fabs(got[i] - want[i]) <= tol) && misses++ < 8)
+            FAIL_CHECK("x[", i, "] = ", got[i], ", float64 ", want[i]);
+        }
+      CHECK(misses == 0);
+    }
+  }
+
+  SUBCASE("NoPE: not a bit changes, whatever the rope dims") {
+    const auto q = random_f32(c.gen, heads * (nope + 17)), k = random_f32(c.gen, heads * (nope + 17));
+    Buffer dqb(*c.dev, q), dkb(*c.dev, k);
+    REQUIRE_OK(ops::k3_mla_maybe_rope(*c.dev, c.kernels,
+                                      {.q = dqb,
+                                       .k = dkb,
+                                       .heads = heads,
+                                       .nope_dim = nope,
+                                       .rope_dim = 17,
+                                       .pos = 1234,
+                                       .use_nope = true}));
+    CHECK(same_bits(dqb.download<float>(), q));
+    CHECK(same_bits(dkb.download<float>(), k));
+  }
+}
+
+TEST_CASE("k3 mla cpu: sdpa with and without the output gate against float64") {
+  Cpu c;
+  INFO("seed ", c.seed);
+  const uint32_t heads = 3, dq = 48;
+  for (uint32_t dv : {40u, 300u})
+    for (uint32_t seq_len : {0u, 1u, 9u})
+      for (bool gate : {false, true}) {
+        CAPTURE(dv);
+        CAPTURE(seq_len);
+        CAPTURE(gate);
+        const auto q = random_f32(c.gen, heads * dq);
+        const auto k = random_f32(c.gen, uint64_t{seq_len} * heads * dq + 1);
+        const auto v = random_f32(c.gen, uint64_t{seq_len} * heads * dv + 1);
+        const auto g = random_f32(c.gen, heads * dv, 0.25f, 4.0f);
+        Buffer dqb(*c.dev, q), dkb(*c.dev, k), dvb(*c.dev, v), dgb(*c.dev, g);
+        Buffer dout(*c.dev, heads * dv * sizeof(float));
+        dout.poison();
+        REQUIRE_OK(ops::k3_mla_sdpa_gate(*c.dev, c.kernels,
+                                         {.q = dqb,
+                                          .k = dkb,
+                                          .v = dvb,
+                                          .g = gate ? dgb.ptr() : sparkrt::DevicePtr{},
+                                          .out = dout,
+                                          .seq_len = seq_len,
+                                          .heads = heads,
+                                          .dq = dq,
+                                          .dv = dv,
+                                          .use_gate = gate}));
+        const auto want = sdpa_f64(std::vector<double>(q.begin(), q.end()),
+                                   std::vector<double>(k.begin(), k.end()),
+                                   std::vector<double>(v.begin(), v.end()), g, seq_len, heads, dq,
+                                   dv, gate);
+        check_attention(dout.download<float>(), want, max_abs(v));
+      }
+}
+
+namespace {
+
+// T tokens through both steps side by side, each checked against float64.
+void decode_both_ways(Cpu& c, const ops::MlaConfig& cfg, uint32_t tokens) {
+  const float theta = 10000.0f;
+  const uint32_t start = c.u32_pos();
+  CAPTURE(start);
+  const uint32_t h = cfg.heads, dq = cfg.qk_head_dim(), dv = cfg.v_head_dim;
+  ops::MlaHostKv host(cfg);
+  auto dkv = ops::MlaDeviceKv::alloc(*c.dev, tokens, cfg.qk_row(), cfg.v_row());
+  REQUIRE_MESSAGE(dkv.ok(), dkv.status().ToString());
+  std::vector<double> k64, v64;  // the float64 cache
+  double vmax = 0;
+  for (uint32_t t = 0; t < tokens; ++t) {
+    CAPTURE(t);
+    const auto q = random_f32(c.gen, cfg.qk_row()), k = random_f32(c.gen, cfg.qk_row());
+    const auto v = random_f32(c.gen, cfg.v_row()), g = random_f32(c.gen, cfg.v_row(), 0.25f, 4.0f);
+    const ops::MlaTokenInputs in{.q = q, .k = k, .v = v, .g = g, .pos = start + t, .theta = theta};
+    auto out_host = ops::k3_mla_decode_token(*c.dev, c.kernels, cfg, in, host);
+    REQUIRE_MESSAGE(out_host.ok(), out_host.status().ToString());
+    auto out_dev = ops::k3_mla_decode_token_on_device(*c.dev, c.kernels, cfg, in, *dkv);
+    REQUIRE_MESSAGE(out_dev.ok(), out_dev.status().ToString());
+    CHECK(host.seq_len() == t + 1);
+    CHECK(dkv->seq_len() == t + 1);
+    CHECK_MESSAGE(same_bits(*out_host, *out_dev), "host-KV and device-resident outputs differ");
+
+    const auto q_rot = rope_f64(q, h, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, start + t,
+                                theta, cfg.mla_use_nope);
+    const auto k_rot = rope_f64(k, h, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, start + t,
+                                theta, cfg.mla_use_nope);
+    k64.insert(k64.end(), k_rot.begin(), k_rot.end());
+    v64.insert(v64.end(), v.begin(), v.end());
+    vmax = std::max(vmax, max_abs(v));
+    check_attention(*out_dev, sdpa_f64(q_rot, k64, v64, g, t + 1, h, dq, dv,
+                                       cfg.mla_use_output_gate),
+                    vmax);
+  }
+  // Both caches hold the same rotated k and v rows.
+  std::vector<float> dev_k(tokens * cfg.qk_row()), dev_v(tokens * cfg.v_row());
+  REQUIRE_OK(c.dev->copy_d2h(dkv->k(), dev_k));
+  REQUIRE_OK(c.dev->copy_d2h(dkv->v(), dev_v));
+  CHECK(same_bits(dev_k, std::vector<float>(host.k().begin(), host.k().end())));
+  CHECK(same_bits(dev_v, std::vector<float>(host.v().begin(), host.v().end())));
+
+  // The device KV is full now: the next token is refused and changes nothing.
+  const std::vector<float> q(cfg.qk_row(), 0.5f), v(cfg.v_row(), 0.5f);
+  auto more = ops::k3_mla_decode_token_on_device(
+      *c.dev, c.kernels, cfg, {.q = q, .k = q, .v = v, .g = v, .pos = start + tokens}, *dkv);
+  CHECK(more.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(contains(more.status(), "full"));
+  CHECK(dkv->seq_len() == tokens);
+}
+
+}  // namespace
+
+TEST_CASE("k3 mla cpu: multi-token decode, host KV and device-resident KV agree") {
+  Cpu c;
+  INFO("seed ", c.seed);
+  SUBCASE("the test twin: NoPE, output gate") {
+    decode_both_ways(c, ops::MlaConfig::test_twin(), 12);
+  }
+  SUBCASE("RoPE, no gate") {
+    decode_both_ways(c, {.heads = 3, .qk_nope_head_dim = 16, .qk_rope_head_dim = 8,
+                         .v_head_dim = 24, .mla_use_nope = false, .mla_use_output_gate = false},
+                     10);
+  }
+  SUBCASE("RoPE and gate, one head, wide V") {
+    decode_both_ways(c, {.heads = 1, .qk_nope_head_dim = 64, .qk_rope_head_dim = 32,
+                         .v_head_dim = 260, .mla_use_nope = false, .mla_use_output_gate = true},
+                     7);
+  }
+}

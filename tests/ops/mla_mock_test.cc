@@ -1,0 +1,332 @@
+// Contract tests of the mla op wrappers on the recording mock: the lookups in
+// order, and for each op the launch exactly as docs/kernels.md ("Module
+// mla") says: grid, block, shared memory, stream, every argument's kind and
+// bytes in the kernel's order. Empty work and shapes the kernels cannot
+// honour launch nothing.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mla_test_support.h"
+#include "sparkrt/ops/mla.h"
+
+using namespace mlatest;
+using opstest::contains;
+using sparkrt::DevicePtr;
+using sparkrt::Dim3;
+using sparkrt::testing::MockArg;
+namespace ops = sparkrt::ops;
+
+namespace {
+
+struct MlaMock : MockDevice {
+  ops::MlaKernels kernels = resolve(*dev);
+
+  static ops::MlaKernels resolve(sparkrt::Device& d) {
+    auto k = ops::MlaKernels::resolve(d);
+    REQUIRE_MESSAGE(k.ok(), k.status().ToString());
+    return *k;
+  }
+  sparkrt::testing::MockLaunch only_launch() const {
+    const auto launches = mock.launches();
+    REQUIRE(launches.size() == 1);
+    return launches[0];
+  }
+  // `s` is InvalidArgument naming `text`, and nothing more was launched.
+  void refused(const absl::Status& s, const char* text, size_t launches_before) const {
+    INFO(s.ToString());
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, text));
+    CHECK(mock.launch_count() == launches_before);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("mla mock: MlaKernels::resolve looks each entry up once, in order") {
+  MockDevice m;
+  const ops::MlaKernels k = MlaMock::resolve(*m.dev);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"mla", "mla_batched_gemv"},       {"mla", "mla_q_rope_scatter"},
+      {"mla", "mla_q_rope_writeback"},   {"mla", "mla_cache_assemble"},
+      {"mla", "mla_paged_decode_nvfp4"}, {"mla", "mla_paged_decode_fp8"},
+  };
+  CHECK(m.mock.lookups() == expected);
+  CHECK(k.mla_paged_decode_fp8.entry() == "mla_paged_decode_fp8");
+  MlaMock::resolve(*m.dev);
+  CHECK(m.mock.lookups().size() == expected.size());
+
+  SUBCASE("the first missing entry stops the lookups") {
+    MockDevice m2;
+    REQUIRE_OK(m2.mock.deny_lookup("mla", "mla_cache_assemble"));
+    auto r = ops::MlaKernels::resolve(*m2.dev);
+    CHECK(r.status().code() == absl::StatusCode::kNotFound);
+    CHECK(contains(r.status(), "mla_cache_assemble"));
+    CHECK(m2.mock.lookups().size() == 4);
+  }
+}
+
+TEST_CASE("mla mock: mla_batched_gemv") {
+  MlaMock f;
+  const uint32_t n_out = f.u32(9, 600), k = f.u32(1, 512);
+  const ops::MlaBatchedGemvArgs a{.input = f.fake_ptr(),
+                                  .weight = f.fake_ptr(),
+                                  .output = f.fake_ptr(),
+                                  .n_out = n_out,
+                                  .k = k,
+                                  .num_heads = f.u32(1, 128),
+                                  .input_stride = k + f.u32(0, 64),
+                                  .output_stride = n_out + f.u32(0, 64)};
+  REQUIRE_OK(ops::mla_batched_gemv(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(),
+               {"mla", "mla_batched_gemv", Dim3{(n_out + 7) / 8, a.num_heads}, Dim3{256}, f.stream,
+                {MockArg::of(a.input), MockArg::of(a.weight), MockArg::of(a.output),
+                 MockArg::of(a.n_out), MockArg::of(a.k), MockArg::of(a.input_stride),
+                 MockArg::of(a.output_stride)}});
+
+  SUBCASE("no outputs or no heads launch nothing") {
+    ops::MlaBatchedGemvArgs e = a;
+    e.n_out = 0;
+    REQUIRE_OK(ops::mla_batched_gemv(*f.dev, f.kernels, e, f.stream));
+    e = a;
+    e.num_heads = 0;
+    REQUIRE_OK(ops::mla_batched_gemv(*f.dev, f.kernels, e, f.stream));
+    CHECK(f.mock.launch_count() == 1);
+  }
+  SUBCASE("strides shorter than a head are refused") {
+    ops::MlaBatchedGemvArgs b = a;
+    b.input_stride = a.k - 1;
+    f.refused(ops::mla_batched_gemv(*f.dev, f.kernels, b, f.stream), "input_stride", 1);
+    b = a;
+    b.output_stride = a.n_out - 1;
+    f.refused(ops::mla_batched_gemv(*f.dev, f.kernels, b, f.stream), "output_stride", 1);
+    b = a;
+    b.k = 0;
+    f.refused(ops::mla_batched_gemv(*f.dev, f.kernels, b, f.stream), "k must be > 0", 1);
+  }
+}
+
+TEST_CASE("mla mock: mla_q_rope_scatter and mla_q_rope_writeback") {
+  MlaMock f;
+  const ops::MlaQRopeScatterArgs s{.q_full = f.fake_ptr(),
+                                   .q_absorbed_buf = f.fake_ptr(),
+                                   .q_rope_contiguous = f.fake_ptr(),
+                                   .nq = f.u32(1, 128),
+                                   .hd = 192,
+                                   .nope = 128,
+                                   .rope = 64,
+                                   .kv_lora = 512,
+                                   .mla_cache_dim = 576};
+  REQUIRE_OK(ops::mla_q_rope_scatter(*f.dev, f.kernels, s, f.stream));
+  check_launch(f.only_launch(),
+               {"mla", "mla_q_rope_scatter", Dim3{1}, Dim3{256}, f.stream,
+                {MockArg::of(s.q_full), MockArg::of(s.q_absorbed_buf),
+                 MockArg::of(s.q_rope_contiguous), MockArg::of(s.nq), MockArg::of(s.hd),
+                 MockArg::of(s.nope), MockArg::of(s.rope), MockArg::of(s.kv_lora),
+                 MockArg::of(s.mla_cache_dim)}});
+
+  const ops::MlaQRopeWritebackArgs w{.q_rope_direct = f.fake_ptr(),
+                                     .q_absorbed_buf = s.q_absorbed_buf,
+                                     .nq = s.nq,
+                                     .rope = 64,
+                                     .kv_lora = 512,
+                                     .mla_cache_dim = 576};
+  REQUIRE_OK(ops::mla_q_rope_writeback(*f.dev, f.kernels, w, f.stream));
+  const auto launches = f.mock.launches();
+  REQUIRE(launches.size() == 2);
+  check_launch(launches[1], {"mla", "mla_q_rope_writeback", Dim3{1}, Dim3{256}, f.stream,
+                             {MockArg::of(w.q_rope_direct), MockArg::of(w.q_absorbed_buf),
+                              MockArg::of(w.nq), MockArg::of(w.rope), MockArg::of(w.kv_lora),
+                              MockArg::of(w.mla_cache_dim)}});
+
+  SUBCASE("nothing to copy launches nothing") {
+    ops::MlaQRopeScatterArgs e = s;
+    e.rope = 0;
+    REQUIRE_OK(ops::mla_q_rope_scatter(*f.dev, f.kernels, e, f.stream));
+    ops::MlaQRopeWritebackArgs ew = w;
+    ew.nq = 0;
+    REQUIRE_OK(ops::mla_q_rope_writeback(*f.dev, f.kernels, ew, f.stream));
+    CHECK(f.mock.launch_count() == 2);
+  }
+  SUBCASE("a rope part outside its row is refused") {
+    ops::MlaQRopeScatterArgs b = s;
+    b.hd = 191;
+    f.refused(ops::mla_q_rope_scatter(*f.dev, f.kernels, b, f.stream), "exceeds hd", 2);
+    b = s;
+    b.kv_lora = 513;
+    f.refused(ops::mla_q_rope_scatter(*f.dev, f.kernels, b, f.stream), "mla_cache_dim", 2);
+    ops::MlaQRopeWritebackArgs bw = w;
+    bw.mla_cache_dim = 575;
+    f.refused(ops::mla_q_rope_writeback(*f.dev, f.kernels, bw, f.stream), "mla_cache_dim", 2);
+  }
+}
+
+TEST_CASE("mla mock: mla_cache_assemble") {
+  MlaMock f;
+  const ops::MlaCacheAssembleArgs a{.kv_latent = f.fake_ptr(),
+                                    .k_rope = f.fake_ptr(),
+                                    .k_cache = f.fake_ptr(),
+                                    .v_cache = f.fake_ptr(),
+                                    .kv_lora = 512,
+                                    .rope = 64,
+                                    .mla_cache_dim = 576};
+  REQUIRE_OK(ops::mla_cache_assemble(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(),
+               {"mla", "mla_cache_assemble", Dim3{1}, Dim3{576}, f.stream,
+                {MockArg::of(a.kv_latent), MockArg::of(a.k_rope), MockArg::of(a.k_cache),
+                 MockArg::of(a.v_cache), MockArg::of(a.kv_lora), MockArg::of(a.rope),
+                 MockArg::of(a.mla_cache_dim)}});
+
+  SUBCASE("a small row still gets 256 threads") {
+    ops::MlaCacheAssembleArgs small = a;
+    small.kv_lora = 64;
+    small.rope = 16;
+    small.mla_cache_dim = 96;
+    REQUIRE_OK(ops::mla_cache_assemble(*f.dev, f.kernels, small, f.stream));
+    CHECK(f.mock.launches().back().block == Dim3{256});
+  }
+  SUBCASE("rows beyond a block of threads or with no room for rope are refused") {
+    ops::MlaCacheAssembleArgs b = a;
+    b.mla_cache_dim = f.dev->properties().max_threads_per_block + 1;
+    f.refused(ops::mla_cache_assemble(*f.dev, f.kernels, b, f.stream), "threads per block", 1);
+    b = a;
+    b.rope = 65;
+    f.refused(ops::mla_cache_assemble(*f.dev, f.kernels, b, f.stream), "exceeds mla_cache_dim", 1);
+  }
+}
+
+TEST_CASE("mla mock: mla_paged_decode_fp8") {
+  MlaMock f;
+  const uint32_t block_size = 64;
+  ops::MlaPagedDecodeFp8Args a{.q = f.fake_ptr(),
+                               .k_cache = f.fake_ptr(),
+                               .v_cache = f.fake_ptr(),
+                               .o = f.fake_ptr(),
+                               .block_tables = f.fake_ptr(),
+                               .seq_lens = f.fake_ptr(),
+                               .max_blocks_per_seq = f.u32(1, 512),
+                               .num_q_heads = f.u32(1, 128),
+                               .num_kv_heads = 1,
+                               .q_head_dim = 576,
+                               .kv_cache_dim = 576,
+                               .block_size = block_size,
+                               .inv_sqrt_d = f.f32(0.01f, 0.2f),
+                               .k_scale = f.f32(0.01f, 1.0f),
+                               .v_scale = f.f32(0.01f, 1.0f),
+                               .cache_stride = uint64_t{block_size} * 576 + f.u32(0, 4) * 64,
+                               .num_seqs = f.u32(1, 16),
+                               .sliding_window = f.u32(0, 4096),
+                               .sinks = f.fake_ptr(),
+                               .comp_pool = f.fake_ptr(),
+                               .comp_block_count = f.u32(1, 64)};
+  SUBCASE("sinks and compressed pool given") {}
+  SUBCASE("no sinks, no compressed pool") {
+    a.sinks = DevicePtr{};
+    a.comp_pool = DevicePtr{};
+    a.comp_block_count = 0;
+  }
+  REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(),
+               {"mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs}, Dim3{256}, f.stream,
+                {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
+                 MockArg::of(a.o), MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
+                 MockArg::of(a.max_blocks_per_seq), MockArg::of(a.num_q_heads),
+                 MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
+                 MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size),
+                 MockArg::of(a.inv_sqrt_d), MockArg::of(a.k_scale), MockArg::of(a.v_scale),
+                 MockArg::of(a.cache_stride), MockArg::of(a.sliding_window),
+                 MockArg::of(a.sinks), MockArg::of(a.comp_pool),
+                 MockArg::of(a.comp_block_count)}});
+}
+
+TEST_CASE("mla mock: mla_paged_decode_fp8 refuses what the kernel cannot run") {
+  MlaMock f;
+  const ops::MlaPagedDecodeFp8Args a{.q = f.fake_ptr(),
+                                     .k_cache = f.fake_ptr(),
+                                     .v_cache = f.fake_ptr(),
+                                     .o = f.fake_ptr(),
+                                     .block_tables = f.fake_ptr(),
+                                     .seq_lens = f.fake_ptr(),
+                                     .max_blocks_per_seq = 8,
+                                     .num_q_heads = 16,
+                                     .num_kv_heads = 1,
+                                     .block_size = 16,
+                                     .inv_sqrt_d = 0.07f,
+                                     .cache_stride = 16 * 576,
+                                     .num_seqs = 2};
+  REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
+  const auto bad = [&](auto change, const char* text) {
+    ops::MlaPagedDecodeFp8Args b = a;
+    change(b);
+    f.refused(ops::mla_paged_decode_fp8(*f.dev, f.kernels, b, f.stream), text, 1);
+  };
+  bad([](auto& b) { b.q_head_dim = 577; }, "q_head_dim 577 must be <= kv_cache_dim");
+  bad([](auto& b) { b.q_head_dim = 0; }, "q_head_dim must be > 0");
+  bad([](auto& b) { b.kv_cache_dim = b.q_head_dim = 64; }, "kv_cache_dim 64");
+  bad([](auto& b) { b.kv_cache_dim = 1040; }, "kv_cache_dim 1040");
+  bad([](auto& b) { b.num_q_heads = 15; b.num_kv_heads = 2; }, "multiple of num_kv_heads");
+  bad([](auto& b) { b.block_size = 0; }, "block_size");
+  bad([](auto& b) { b.cache_stride = 16 * 576 - 1; }, "cache_stride");
+  bad([](auto& b) { b.k_scale = 0.0f; }, "k_scale");
+  bad([](auto& b) { b.v_scale = -1.0f; }, "v_scale");
+  bad([](auto& b) { b.comp_block_count = 3; }, "needs a comp_pool");
+
+  SUBCASE("no sequences launches nothing") {
+    ops::MlaPagedDecodeFp8Args e = a;
+    e.num_seqs = 0;
+    e.block_size = 0;  // not even looked at
+    REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, e, f.stream));
+    CHECK(f.mock.launch_count() == 1);
+  }
+}
+
+TEST_CASE("mla mock: mla_paged_decode_nvfp4") {
+  MlaMock f;
+  const uint32_t block_size = f.u32(1, 128);
+  const ops::MlaNvfp4BlockLayout layout = ops::mla_nvfp4_block_layout(block_size);
+  CHECK(layout.data_section_bytes == uint64_t{block_size} * 576 / 2);
+  CHECK(layout.block_stride_bytes % 16 == 0);
+  CHECK(layout.block_stride_bytes >= layout.data_section_bytes + uint64_t{block_size} * 576 / 16);
+  CHECK(layout.block_stride_bytes < layout.data_section_bytes + uint64_t{block_size} * 576 / 16 + 16);
+  const ops::MlaPagedDecodeNvfp4Args a{.q = f.fake_ptr(),
+                                       .k_cache = f.fake_ptr(),
+                                       .v_cache = f.fake_ptr(),
+                                       .o = f.fake_ptr(),
+                                       .block_tables = f.fake_ptr(),
+                                       .seq_lens = f.fake_ptr(),
+                                       .max_blocks_per_seq = f.u32(1, 512),
+                                       .num_q_heads = f.u32(1, 128),
+                                       .num_kv_heads = 1,
+                                       .q_head_dim = 512,
+                                       .kv_cache_dim = 576,
+                                       .block_size = block_size,
+                                       .inv_sqrt_d = f.f32(0.01f, 0.2f),
+                                       .block_stride_bytes = layout.block_stride_bytes + 256,
+                                       .data_section_bytes = layout.data_section_bytes,
+                                       .num_seqs = f.u32(1, 16)};
+  REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(),
+               {"mla", "mla_paged_decode_nvfp4", Dim3{a.num_q_heads, a.num_seqs}, Dim3{256},
+                f.stream,
+                {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
+                 MockArg::of(a.o), MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
+                 MockArg::of(a.max_blocks_per_seq), MockArg::of(a.num_q_heads),
+                 MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
+                 MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size),
+                 MockArg::of(a.inv_sqrt_d), MockArg::of(a.block_stride_bytes),
+                 MockArg::of(a.data_section_bytes)}});
+
+  SUBCASE("sections too small for a block are refused") {
+    ops::MlaPagedDecodeNvfp4Args b = a;
+    b.data_section_bytes = layout.data_section_bytes - 1;
+    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "data_section_bytes",
+              1);
+    b = a;
+    b.block_stride_bytes = a.data_section_bytes + uint64_t{block_size} * 576 / 16 - 1;
+    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "block_stride_bytes",
+              1);
+    b = a;
+    b.kv_cache_dim = 584;  // not a multiple of 16
+    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "multiple of 16", 1);
+  }
+}
