@@ -125,25 +125,49 @@ __device__ __forceinline__ void attend(const __nv_bfloat16* __restrict__ q, uint
   }
 }
 
-// The window of sequence `seq`: [t0, len), len clamped to the block table.
-__device__ __forceinline__ void window_of(const int32_t* seq_lens, uint32_t seq,
-                                          uint32_t max_blocks_per_seq, uint32_t block_size,
-                                          uint32_t sliding_window, uint32_t& t0, uint32_t& len) {
-  const int32_t sl = seq_lens[seq];
-  const uint64_t cap = uint64_t{max_blocks_per_seq} * block_size;
-  len = sl <= 0 ? 0u : uint32_t(uint64_t(sl) < cap ? uint64_t(sl) : cap);
-  t0 = sliding_window > 0 && len > sliding_window ? len - sliding_window : 0u;
-}
+// What one decode CTA serves: query head blockIdx.x of sequence blockIdx.y,
+// its KV head, and the window [t0, len) of its block-table row (len clamped
+// to the table's capacity).
+struct DecodeCta {
+  uint32_t head, seq, kvh, t0, len;
+  const int32_t* table;
+  uint64_t row;  // values per token, every KV head
+
+  __device__ DecodeCta(const int32_t* block_tables, const int32_t* seq_lens,
+                       uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
+                       uint32_t kv_cache_dim, uint32_t block_size, uint32_t sliding_window)
+      : head(blockIdx.x),
+        seq(blockIdx.y),
+        kvh(blockIdx.x / (num_q_heads / num_kv_heads)),
+        table(block_tables + uint64_t{blockIdx.y} * max_blocks_per_seq),
+        row(uint64_t{num_kv_heads} * kv_cache_dim) {
+    const int32_t sl = seq_lens[seq];
+    const uint64_t cap = uint64_t{max_blocks_per_seq} * block_size;
+    len = sl <= 0 ? 0u : uint32_t(uint64_t(sl) < cap ? uint64_t(sl) : cap);
+    t0 = sliding_window > 0 && len > sliding_window ? len - sliding_window : 0u;
+  }
+  // Where token t's row of this CTA's KV head starts within its block, in values.
+  __device__ uint64_t index_in_block(uint32_t t, uint32_t kv_cache_dim, uint32_t block_size) const {
+    return uint64_t{t % block_size} * row + uint64_t{kvh} * kv_cache_dim;
+  }
+  __device__ const __nv_bfloat16* q_row(const __nv_bfloat16* q, uint32_t num_q_heads,
+                                        uint32_t q_head_dim) const {
+    return q + (uint64_t{seq} * num_q_heads + head) * q_head_dim;
+  }
+  __device__ __nv_bfloat16* o_row(__nv_bfloat16* o, uint32_t num_q_heads, uint32_t dv) const {
+    return o + (uint64_t{seq} * num_q_heads + head) * dv;
+  }
+};
 
 }  // namespace
 
 // output[h * output_stride + n] = sum_k weight[h][n][k] * input[h * input_stride + k]
 // (bf16 in, f32 accumulation, bf16 out). Grid (ceil(n_out / 8), num_heads),
 // block 256: warp w of CTA x computes output n = 8x + w of head blockIdx.y.
-extern "C" __global__ void __launch_bounds__(kThreads) mla_batched_gemv(
-    const __nv_bfloat16* __restrict__ input, const __nv_bfloat16* __restrict__ weight,
-    __nv_bfloat16* __restrict__ output, uint32_t n_out, uint32_t k, uint32_t input_stride,
-    uint32_t output_stride) {
+extern "C" __global__ void __launch_bounds__(kThreads)
+    mla_batched_gemv(const __nv_bfloat16* __restrict__ input,
+                     const __nv_bfloat16* __restrict__ weight, __nv_bfloat16* __restrict__ output,
+                     uint32_t n_out, uint32_t k, uint32_t input_stride, uint32_t output_stride) {
   const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const uint32_t head = blockIdx.y;
   const uint32_t n = blockIdx.x * kGemvOutputsPerCta + warp;
@@ -159,10 +183,11 @@ extern "C" __global__ void __launch_bounds__(kThreads) mla_batched_gemv(
 // For h < nq, i < rope: x = q_full[h * hd + nope + i];
 // q_absorbed_buf[h * mla_cache_dim + kv_lora + i] = x; q_rope_contiguous[h * rope + i] = x.
 // Grid (1), block 256.
-extern "C" __global__ void __launch_bounds__(kThreads) mla_q_rope_scatter(
-    const __nv_bfloat16* __restrict__ q_full, __nv_bfloat16* __restrict__ q_absorbed_buf,
-    __nv_bfloat16* __restrict__ q_rope_contiguous, uint32_t nq, uint32_t hd, uint32_t nope,
-    uint32_t rope, uint32_t kv_lora, uint32_t mla_cache_dim) {
+extern "C" __global__ void __launch_bounds__(kThreads)
+    mla_q_rope_scatter(const __nv_bfloat16* __restrict__ q_full,
+                       __nv_bfloat16* __restrict__ q_absorbed_buf,
+                       __nv_bfloat16* __restrict__ q_rope_contiguous, uint32_t nq, uint32_t hd,
+                       uint32_t nope, uint32_t rope, uint32_t kv_lora, uint32_t mla_cache_dim) {
   const uint32_t total = nq * rope;
   for (uint32_t e = threadIdx.x; e < total; e += blockDim.x) {
     const uint32_t h = e / rope, i = e % rope;
@@ -174,9 +199,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) mla_q_rope_scatter(
 
 // For h < nq, i < rope: q_absorbed_buf[h * mla_cache_dim + kv_lora + i] =
 // q_rope_direct[h * rope + i]. Grid (1), block 256.
-extern "C" __global__ void __launch_bounds__(kThreads) mla_q_rope_writeback(
-    const __nv_bfloat16* __restrict__ q_rope_direct, __nv_bfloat16* __restrict__ q_absorbed_buf,
-    uint32_t nq, uint32_t rope, uint32_t kv_lora, uint32_t mla_cache_dim) {
+extern "C" __global__ void __launch_bounds__(kThreads)
+    mla_q_rope_writeback(const __nv_bfloat16* __restrict__ q_rope_direct,
+                         __nv_bfloat16* __restrict__ q_absorbed_buf, uint32_t nq, uint32_t rope,
+                         uint32_t kv_lora, uint32_t mla_cache_dim) {
   const uint32_t total = nq * rope;
   for (uint32_t e = threadIdx.x; e < total; e += blockDim.x) {
     const uint32_t h = e / rope, i = e % rope;
@@ -190,9 +216,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) mla_q_rope_writeback(
 extern "C" __global__ void mla_cache_assemble(const __nv_bfloat16* __restrict__ kv_latent,
                                               const __nv_bfloat16* __restrict__ k_rope,
                                               __nv_bfloat16* __restrict__ k_cache,
-                                              __nv_bfloat16* __restrict__ v_cache,
-                                              uint32_t kv_lora, uint32_t rope,
-                                              uint32_t mla_cache_dim) {
+                                              __nv_bfloat16* __restrict__ v_cache, uint32_t kv_lora,
+                                              uint32_t rope, uint32_t mla_cache_dim) {
   const __nv_bfloat16 zero = __float2bfloat16_rn(0.0f);
   for (uint32_t d = threadIdx.x; d < mla_cache_dim; d += blockDim.x) {
     const bool latent = d < kv_lora;
@@ -206,38 +231,31 @@ extern "C" __global__ void mla_cache_assemble(const __nv_bfloat16* __restrict__ 
 // data_section_bytes hold the E2M1 values two to a byte (even index in the
 // low nibble), then one E4M3 scale per 16 consecutive values. Grid
 // (num_q_heads, num_seqs), block 256.
-extern "C" __global__ void __launch_bounds__(kThreads) mla_paged_decode_nvfp4(
-    const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
-    const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
-    const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,
-    uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
-    uint32_t q_head_dim, uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
-    uint64_t block_stride_bytes, uint64_t data_section_bytes) {
+extern "C" __global__ void __launch_bounds__(kThreads)
+    mla_paged_decode_nvfp4(const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
+                           const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
+                           const int32_t* __restrict__ block_tables,
+                           const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq,
+                           uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t q_head_dim,
+                           uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
+                           uint64_t block_stride_bytes, uint64_t data_section_bytes) {
   if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size) ||
       kv_cache_dim % 16 != 0)
     return;
-  const uint32_t head = blockIdx.x, seq = blockIdx.y;
-  const uint32_t kvh = head / (num_q_heads / num_kv_heads);
+  const DecodeCta cta(block_tables, seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads,
+                      kv_cache_dim, block_size, 0);
   const uint32_t dv = kv_cache_dim - kRopeDim;
-  uint32_t t0, len;
-  window_of(seq_lens, seq, max_blocks_per_seq, block_size, 0, t0, len);
-  const int32_t* table = block_tables + uint64_t{seq} * max_blocks_per_seq;
-  // Value index of token t's dim 0 within its block, and the block's base.
-  auto block_of = [&](uint32_t u) { return table[(t0 + u) / block_size]; };
-  auto index_of = [&](uint32_t u) {
-    return (uint64_t{(t0 + u) % block_size} * num_kv_heads + kvh) * kv_cache_dim;
-  };
+  auto block_of = [&](uint32_t u) { return cta.table[(cta.t0 + u) / block_size]; };
   auto read = [&](const uint8_t* cache, uint32_t u, uint32_t d) {
     const uint8_t* base = cache + uint64_t(block_of(u)) * block_stride_bytes;
-    const uint64_t i = index_of(u) + d;
+    const uint64_t i = cta.index_in_block(cta.t0 + u, kv_cache_dim, block_size) + d;
     const uint32_t byte = base[i / 2];
     const float scale = fp8_value(base[data_section_bytes + i / 16]);
     return e2m1_value(i % 2 ? byte >> 4 : byte & 0xfu) * scale;
   };
   attend(
-      q + (uint64_t{seq} * num_q_heads + head) * q_head_dim, q_head_dim, dv, len - t0, inv_sqrt_d,
-      nullptr, head, o + (uint64_t{seq} * num_q_heads + head) * dv,
-      [&](uint32_t u) { return block_of(u) >= 0; },
+      cta.q_row(q, num_q_heads, q_head_dim), q_head_dim, dv, cta.len - cta.t0, inv_sqrt_d, nullptr,
+      cta.head, cta.o_row(o, num_q_heads, dv), [&](uint32_t u) { return block_of(u) >= 0; },
       [&](uint32_t u, uint32_t d) { return read(k_cache, u, d); },
       [&](uint32_t u, uint32_t d) { return read(v_cache, u, d); });
 }
@@ -246,39 +264,33 @@ extern "C" __global__ void __launch_bounds__(kThreads) mla_paged_decode_nvfp4(
 // cache_stride bytes per block), with a sliding window, optional per-head
 // sinks and an optional compressed pool of comp_block_count FP8 rows per
 // sequence attended in addition. Grid (num_q_heads, num_seqs), block 256.
-extern "C" __global__ void __launch_bounds__(kThreads) mla_paged_decode_fp8(
-    const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
-    const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
-    const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,
-    uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
-    uint32_t q_head_dim, uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
-    float k_scale, float v_scale, uint64_t cache_stride, uint32_t sliding_window,
-    const float* __restrict__ sinks, const uint8_t* __restrict__ comp_pool,
-    uint32_t comp_block_count) {
+extern "C" __global__ void __launch_bounds__(kThreads)
+    mla_paged_decode_fp8(const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
+                         const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
+                         const int32_t* __restrict__ block_tables,
+                         const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq,
+                         uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t q_head_dim,
+                         uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
+                         float k_scale, float v_scale, uint64_t cache_stride,
+                         uint32_t sliding_window, const float* __restrict__ sinks,
+                         const uint8_t* __restrict__ comp_pool, uint32_t comp_block_count) {
   if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size)) return;
-  const uint32_t head = blockIdx.x, seq = blockIdx.y;
-  const uint32_t kvh = head / (num_q_heads / num_kv_heads);
+  const DecodeCta cta(block_tables, seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads,
+                      kv_cache_dim, block_size, sliding_window);
   const uint32_t dv = kv_cache_dim - kRopeDim;
-  uint32_t t0, len;
-  window_of(seq_lens, seq, max_blocks_per_seq, block_size, sliding_window, t0, len);
-  const int32_t* table = block_tables + uint64_t{seq} * max_blocks_per_seq;
   // Virtual tokens: the sequence's compressed rows first, then its window.
   const uint32_t n_comp = comp_pool != nullptr ? comp_block_count : 0u;
-  const uint64_t row = uint64_t{num_kv_heads} * kv_cache_dim;
-  const uint8_t* comp = comp_pool + uint64_t{seq} * n_comp * row + uint64_t{kvh} * kv_cache_dim;
-  auto block_of = [&](uint32_t u) { return table[(t0 + u - n_comp) / block_size]; };
-  auto offset_of = [&](uint32_t u) {
-    const uint32_t t = t0 + u - n_comp;
-    return uint64_t(block_of(u)) * cache_stride + uint64_t{t % block_size} * row +
-           uint64_t{kvh} * kv_cache_dim;
-  };
+  const uint8_t* comp =
+      comp_pool + uint64_t{cta.seq} * n_comp * cta.row + uint64_t{cta.kvh} * kv_cache_dim;
+  auto block_of = [&](uint32_t u) { return cta.table[(cta.t0 + u - n_comp) / block_size]; };
   auto read = [&](const uint8_t* cache, uint32_t u, uint32_t d) {
-    return fp8_value(u < n_comp ? comp[uint64_t{u} * row + d] : cache[offset_of(u) + d]);
+    if (u < n_comp) return fp8_value(comp[uint64_t{u} * cta.row + d]);
+    const uint64_t i = cta.index_in_block(cta.t0 + u - n_comp, kv_cache_dim, block_size) + d;
+    return fp8_value(cache[uint64_t(block_of(u)) * cache_stride + i]);
   };
   attend(
-      q + (uint64_t{seq} * num_q_heads + head) * q_head_dim, q_head_dim, dv,
-      n_comp + (len - t0), inv_sqrt_d, sinks, head,
-      o + (uint64_t{seq} * num_q_heads + head) * dv,
+      cta.q_row(q, num_q_heads, q_head_dim), q_head_dim, dv, n_comp + (cta.len - cta.t0),
+      inv_sqrt_d, sinks, cta.head, cta.o_row(o, num_q_heads, dv),
       [&](uint32_t u) { return u < n_comp || block_of(u) >= 0; },
       [&](uint32_t u, uint32_t d) { return read(k_cache, u, d) * k_scale; },
       [&](uint32_t u, uint32_t d) { return read(v_cache, u, d) * v_scale; });

@@ -53,10 +53,11 @@ extern "C" __global__ void k3_mla_maybe_rope_f32(float* __restrict__ q, float* _
 // when use_gate != 0; q: [heads][dq], k: [seq_len][heads][dq],
 // v: [seq_len][heads][dv], g and out: [heads][dv]. seq_len 0 writes zeros.
 // Grid (heads), block 32.
-extern "C" __global__ void __launch_bounds__(kSdpaThreads) k3_mla_sdpa_gate_f32(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-    const float* __restrict__ g, float* __restrict__ out, uint32_t seq_len, uint32_t heads,
-    uint32_t dq, uint32_t dv, uint32_t use_gate) {
+extern "C" __global__ void __launch_bounds__(kSdpaThreads)
+    k3_mla_sdpa_gate_f32(const float* __restrict__ q, const float* __restrict__ k,
+                         const float* __restrict__ v, const float* __restrict__ g,
+                         float* __restrict__ out, uint32_t seq_len, uint32_t heads, uint32_t dq,
+                         uint32_t dv, uint32_t use_gate) {
   const uint32_t h = blockIdx.x, lane = threadIdx.x;
   if (h >= heads || blockDim.x != kSdpaThreads) return;
   const float scale = 1.0f / sqrtf(float(dq));

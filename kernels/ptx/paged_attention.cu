@@ -42,7 +42,11 @@ template <>
 struct Cache<__nv_bfloat16> {
   using Vec = uint4;                      // 8 x bf16
   static constexpr int kTokensPerLane = 4;  // 64 bytes each of K and V in flight per lane
-  static constexpr int kTokensPerLaneHpc4 = 3;
+  static constexpr int kTokensPerLaneHpc4 = 4;
+  // Loads issued per iteration, waited for at once: measured faster for
+  // bf16 on the H200 than the pipelined schedule, which costs registers that
+  // bf16 rows need for loads in flight (docs/benchmarks.md).
+  static constexpr bool kPipelined = false;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     bf16x8_to_float(v, f);
   }
@@ -52,6 +56,9 @@ struct Cache<__nv_fp8_storage_t> {
   using Vec = uint2;                      // 8 x e4m3
   static constexpr int kTokensPerLane = 5;  // 40 bytes each of K and V in flight per lane
   static constexpr int kTokensPerLaneHpc4 = 4;
+  // The next iteration's K and V loads are issued while this one computes:
+  // fp8 rows do more arithmetic per byte, and this hides their latency.
+  static constexpr bool kPipelined = true;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     fp8x8_to_float(v, f);
   }
@@ -173,110 +180,205 @@ __device__ __forceinline__ void decode(const Params& p, float* red, float* s_ml)
   const uint64_t row = uint64_t{p.num_kv_heads} * D;
   const uint64_t lane_off = uint64_t{kvh} * D + li * 8;
 
-  // Each warp walks its own tokens with its own online softmax: no barrier
-  // in the loop, so the SM's warps overlap one another's load latency.
-  // Iteration tokens: base + gw + GPW * i. Loads run one iteration ahead:
-  // K of the next iteration is issued as soon as this one's scores are done
-  // and V of the next as soon as this one's weighted sum is, so each lane
-  // always has loads in flight while it computes, with one K and one V set
-  // of registers.
-  constexpr uint32_t kStride = kWarps * WT;
-  auto tok_of = [&](uint32_t b, int i) { return b + gw + GPW * i; };
-  auto blocks_of = [&](uint32_t b, int32_t (&blk)[TPL]) {
+  // Two schedules of the same loop (see Cache<T>::kPipelined).
+  if constexpr (C::kPipelined) {
+    // Each warp walks its own tokens with its own online softmax: no barrier
+    // in the loop, so the SM's warps overlap one another's load latency.
+    // Iteration tokens: base + gw + GPW * i. Loads run one iteration ahead:
+    // K of the next iteration is issued as soon as this one's scores are done
+    // and V of the next as soon as this one's weighted sum is, so each lane
+    // always has loads in flight while it computes, with one K and one V set
+    // of registers.
+    constexpr uint32_t kStride = kWarps * WT;
+    auto tok_of = [&](uint32_t b, int i) { return b + gw + GPW * i; };
+    auto blocks_of = [&](uint32_t b, int32_t (&blk)[TPL]) {
+#pragma unroll
+      for (int i = 0; i < TPL; ++i) {
+        const uint32_t tok = tok_of(b, i);
+        blk[i] = tok < t1 ? bt[bdiv.div(tok)] : 0;
+      }
+    };
+    auto load_rows = [&](const T* cache, uint32_t b, const int32_t (&blk)[TPL], Vec (&v)[TPL]) {
+#pragma unroll
+      for (int i = 0; i < TPL; ++i) {
+        const uint32_t tok = tok_of(b, i);
+        if (tok < t1 && active) {
+          // Laundered so the compiler recomputes the offset for V instead of
+          // keeping the K offsets live across the iteration (register spills).
+          int32_t b_i;
+          asm volatile("mov.b32 %0, %1;" : "=r"(b_i) : "r"(blk[i]));
+          const uint64_t off =
+              uint64_t(b_i) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + lane_off;
+          v[i] = load_stream(reinterpret_cast<const Vec*>(cache + off));
+        } else {
+          v[i] = Vec{};
+        }
+      }
+    };
+    uint32_t base = t0 + warp * WT;
+    int32_t blk[TPL];  // block ids of the iteration whose loads are issued next
+    Vec kv[TPL], vv[TPL];
+    blocks_of(base, blk);
+    load_rows(kc, base, blk, kv);
+    load_rows(vc, base, blk, vv);
+    blocks_of(base + kStride, blk);
+    for (; base < t1; base += kStride) {
+      const uint32_t next = base + kStride;
+
+      // Scores: after the reduce-scatter each lane holds my_head's score.
+      float s[TPL];
+#pragma unroll
+      for (int i = 0; i < TPL; ++i) {
+        float kf[8];
+        C::to_float(kv[i], kf);
+        float d[HPC];
+#pragma unroll
+        for (int h = 0; h < HPC; ++h) {
+          float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+          for (int j = 0; j < 8; j += 2) {
+            d0 = fmaf(q[h][j], kf[j], d0);
+            d1 = fmaf(q[h][j + 1], kf[j + 1], d1);
+          }
+          d[h] = d0 + d1;
+        }
+        int hh;
+        const float score = reduce_scatter<LPT, HPC>(d, li, &hh);
+        s[i] = tok_of(base, i) < t1 ? score : -INFINITY;
+      }
+      load_rows(kc, next, blk, kv);  // K of the next iteration
+
+      // Online softmax for my_head over the warp's tokens of this iteration.
+      float mx = s[0];
+#pragma unroll
+      for (int i = 1; i < TPL; ++i) mx = fmaxf(mx, s[i]);
+#pragma unroll
+      for (int m = LPT; m < 32; m *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+      const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
+      const float alpha = exp2f(m_run - m_new);
+      m_run = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < TPL; ++i) {
+        s[i] = exp2f(s[i] - m_new);  // 0 past the range
+        sum += s[i];
+      }
+      l_run = l_run * alpha + sum;
+
+      // Weighted V: every lane needs every head's weights, from the lanes
+      // holding them.
+#pragma unroll
+      for (int h = 0; h < HPC; ++h) {
+        const float a = __shfl_sync(0xffffffffu, alpha, group_base + h * kHeadLanes);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[h][j] *= a;
+      }
+#pragma unroll
+      for (int i = 0; i < TPL; ++i) {
+        float vf[8];
+        C::to_float(vv[i], vf);
+#pragma unroll
+        for (int h = 0; h < HPC; ++h) {
+          const float w = __shfl_sync(0xffffffffu, s[i], group_base + h * kHeadLanes);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[h][j] = fmaf(w, vf[j], acc[h][j]);
+        }
+      }
+      load_rows(vc, next, blk, vv);  // V of the next iteration
+      blocks_of(next + kStride, blk);
+    }
+  } else {
+    // Each warp walks its own tokens with its own online softmax: no barrier
+    // in the loop, so the SM's warps overlap one another's load latency.
+    // Iteration tokens: base + gw + GPW * i; block ids are fetched one
+    // iteration ahead.
+    constexpr uint32_t kStride = kWarps * WT;
+    uint32_t base = t0 + warp * WT;
+    int32_t blk[TPL];
 #pragma unroll
     for (int i = 0; i < TPL; ++i) {
-      const uint32_t tok = tok_of(b, i);
+      const uint32_t tok = base + gw + GPW * i;
       blk[i] = tok < t1 ? bt[bdiv.div(tok)] : 0;
     }
-  };
-  auto load_rows = [&](const T* cache, uint32_t b, const int32_t (&blk)[TPL], Vec (&v)[TPL]) {
+    for (; base < t1; base += kStride) {
+      Vec kv[TPL], vv[TPL];
 #pragma unroll
-    for (int i = 0; i < TPL; ++i) {
-      const uint32_t tok = tok_of(b, i);
-      if (tok < t1 && active) {
-        // Laundered so the compiler recomputes the offset for V instead of
-        // keeping the K offsets live across the iteration (register spills).
-        int32_t b_i;
-        asm volatile("mov.b32 %0, %1;" : "=r"(b_i) : "r"(blk[i]));
-        const uint64_t off =
-            uint64_t(b_i) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + lane_off;
-        v[i] = load_stream(reinterpret_cast<const Vec*>(cache + off));
-      } else {
-        v[i] = Vec{};
-      }
-    }
-  };
-  uint32_t base = t0 + warp * WT;
-  int32_t blk[TPL];  // block ids of the iteration whose loads are issued next
-  Vec kv[TPL], vv[TPL];
-  blocks_of(base, blk);
-  load_rows(kc, base, blk, kv);
-  load_rows(vc, base, blk, vv);
-  blocks_of(base + kStride, blk);
-  for (; base < t1; base += kStride) {
-    const uint32_t next = base + kStride;
-
-    // Scores: after the reduce-scatter each lane holds my_head's score.
-    float s[TPL];
-#pragma unroll
-    for (int i = 0; i < TPL; ++i) {
-      float kf[8];
-      C::to_float(kv[i], kf);
-      float d[HPC];
-#pragma unroll
-      for (int h = 0; h < HPC; ++h) {
-        float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; j += 2) {
-          d0 = fmaf(q[h][j], kf[j], d0);
-          d1 = fmaf(q[h][j + 1], kf[j + 1], d1);
+      for (int i = 0; i < TPL; ++i) {
+        const uint32_t tok = base + gw + GPW * i;
+        if (tok < t1 && active) {
+          const uint64_t off = uint64_t(blk[i]) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + lane_off;
+          kv[i] = load_stream(reinterpret_cast<const Vec*>(kc + off));
+          vv[i] = load_stream(reinterpret_cast<const Vec*>(vc + off));
+        } else {
+          kv[i] = Vec{};
+          vv[i] = Vec{};
         }
-        d[h] = d0 + d1;
       }
-      int hh;
-      const float score = reduce_scatter<LPT, HPC>(d, li, &hh);
-      s[i] = tok_of(base, i) < t1 ? score : -INFINITY;
-    }
-    load_rows(kc, next, blk, kv);  // K of the next iteration
+#pragma unroll
+      for (int i = 0; i < TPL; ++i) {
+        const uint32_t ntok = base + kStride + gw + GPW * i;
+        blk[i] = ntok < t1 ? bt[bdiv.div(ntok)] : 0;
+      }
 
-    // Online softmax for my_head over the warp's tokens of this iteration.
-    float mx = s[0];
+      // Scores: after the reduce-scatter each lane holds my_head's score.
+      float s[TPL];
 #pragma unroll
-    for (int i = 1; i < TPL; ++i) mx = fmaxf(mx, s[i]);
+      for (int i = 0; i < TPL; ++i) {
+        float kf[8];
+        C::to_float(kv[i], kf);
+        float d[HPC];
 #pragma unroll
-    for (int m = LPT; m < 32; m *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
-    const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
-    const float alpha = exp2f(m_run - m_new);
-    m_run = m_new;
-    float sum = 0.f;
+        for (int h = 0; h < HPC; ++h) {
+          float d0 = 0.f, d1 = 0.f;
 #pragma unroll
-    for (int i = 0; i < TPL; ++i) {
-      s[i] = exp2f(s[i] - m_new);  // 0 past the range
-      sum += s[i];
-    }
-    l_run = l_run * alpha + sum;
+          for (int j = 0; j < 8; j += 2) {
+            d0 = fmaf(q[h][j], kf[j], d0);
+            d1 = fmaf(q[h][j + 1], kf[j + 1], d1);
+          }
+          d[h] = d0 + d1;
+        }
+        int hh;
+        const float score = reduce_scatter<LPT, HPC>(d, li, &hh);
+        s[i] = base + gw + GPW * i < t1 ? score : -INFINITY;
+      }
 
-    // Weighted V: every lane needs every head's weights, from the lanes
-    // holding them.
+      // Online softmax for my_head over the warp's tokens of this iteration.
+      float mx = s[0];
 #pragma unroll
-    for (int h = 0; h < HPC; ++h) {
-      const float a = __shfl_sync(0xffffffffu, alpha, group_base + h * kHeadLanes);
+      for (int i = 1; i < TPL; ++i) mx = fmaxf(mx, s[i]);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[h][j] *= a;
-    }
+      for (int m = LPT; m < 32; m *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+      const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
+      const float alpha = exp2f(m_run - m_new);
+      m_run = m_new;
+      float sum = 0.f;
 #pragma unroll
-    for (int i = 0; i < TPL; ++i) {
-      float vf[8];
-      C::to_float(vv[i], vf);
+      for (int i = 0; i < TPL; ++i) {
+        s[i] = exp2f(s[i] - m_new);  // 0 past the range
+        sum += s[i];
+      }
+      l_run = l_run * alpha + sum;
+
+      // Weighted V: every lane needs every head's weights, from the lanes
+      // holding them.
 #pragma unroll
       for (int h = 0; h < HPC; ++h) {
-        const float w = __shfl_sync(0xffffffffu, s[i], group_base + h * kHeadLanes);
+        const float a = __shfl_sync(0xffffffffu, alpha, group_base + h * kHeadLanes);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[h][j] = fmaf(w, vf[j], acc[h][j]);
+        for (int j = 0; j < 8; ++j) acc[h][j] *= a;
+      }
+#pragma unroll
+      for (int i = 0; i < TPL; ++i) {
+        float vf[8];
+        C::to_float(vv[i], vf);
+#pragma unroll
+        for (int h = 0; h < HPC; ++h) {
+          const float w = __shfl_sync(0xffffffffu, s[i], group_base + h * kHeadLanes);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[h][j] = fmaf(w, vf[j], acc[h][j]);
+        }
       }
     }
-    load_rows(vc, next, blk, vv);  // V of the next iteration
-    blocks_of(next + kStride, blk);
   }
 
   // The warp's groups share the running max: sum their outputs and sums.

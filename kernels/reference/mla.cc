@@ -33,8 +33,8 @@ float e2m1_to_f32(uint32_t nibble) {
 absl::Status check_rope_layout(const Launch& l, uint32_t rope, uint32_t kv_lora,
                                uint32_t mla_cache_dim) {
   if (uint64_t{kv_lora} + rope <= mla_cache_dim) return absl::OkStatus();
-  return invalid_launch(l, absl::StrFormat("kv_lora %d + rope %d exceeds mla_cache_dim %d",
-                                           kv_lora, rope, mla_cache_dim));
+  return invalid_launch(l, absl::StrFormat("kv_lora %d + rope %d exceeds mla_cache_dim %d", kv_lora,
+                                           rope, mla_cache_dim));
 }
 
 // The scalars of an MLA decode launch, by meaning rather than position.
@@ -68,8 +68,8 @@ absl::Status check_decode_shape(const Launch& l, const MlaDecodeShape& s) {
                                              "num_kv_heads %d",
                                              s.num_q_heads, s.num_kv_heads));
   if (l.grid()[0] != s.num_q_heads)
-    return invalid_launch(l, absl::StrFormat("grid.x %d must equal num_q_heads %d", l.grid()[0],
-                                             s.num_q_heads));
+    return invalid_launch(
+        l, absl::StrFormat("grid.x %d must equal num_q_heads %d", l.grid()[0], s.num_q_heads));
   if (s.block_size == 0 || s.max_blocks_per_seq == 0)
     return invalid_launch(l, "block_size and max_blocks_per_seq must be > 0");
   if (s.kv_cache_dim <= kRopeDim || s.kv_cache_dim > kMaxDim || s.q_head_dim == 0 ||
@@ -106,53 +106,32 @@ absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
   const uint32_t dq = s.q_head_dim, dv = s.dv();
   const uint64_t row = s.row();
 
-  SPARKRT_ASSIGN_OR_RETURN(auto seq_lens, operand<const int32_t>(l, 5, "seq_lens", s.num_seqs,
-                                                                 "one length per sequence"));
-  const uint64_t capacity = uint64_t{s.max_blocks_per_seq} * s.block_size;
-  uint64_t table_extent = 0;
-  for (uint32_t q = 0; q < s.num_seqs; ++q) {
-    if (seq_lens[q] < 0 || uint64_t(seq_lens[q]) > capacity)
-      return absl::OutOfRangeError(absl::StrFormat(
-          "%s: seq_lens[%d] = %d is outside [0, max_blocks_per_seq %d * block_size %d = %d]",
-          l.entry(), q, seq_lens[q], s.max_blocks_per_seq, s.block_size, capacity));
-    if (seq_lens[q] > 0)
-      table_extent = uint64_t{q} * s.max_blocks_per_seq + (seq_lens[q] - 1) / s.block_size + 1;
-  }
-  SPARKRT_ASSIGN_OR_RETURN(
-      auto tables, operand<const int32_t>(l, 4, "block_tables", table_extent,
-                                          "the blocks of every sequence's last token"));
-  std::vector<uint32_t> first(s.num_seqs, 0);
-  uint64_t cache_extent = 0;  // bytes
-  for (uint32_t q = 0; q < s.num_seqs; ++q) {
-    const uint32_t len = static_cast<uint32_t>(seq_lens[q]);
-    if (s.sliding_window != 0 && len > s.sliding_window) first[q] = len - s.sliding_window;
-    for (uint32_t t = first[q]; t < len; ++t) {
-      const int32_t block = tables[uint64_t{q} * s.max_blocks_per_seq + t / s.block_size];
-      if (block < 0)
-        return absl::OutOfRangeError(absl::StrFormat(
-            "%s: block_tables[%d][%d] = %d is negative but sequence %d's token %d lives there",
-            l.entry(), q, t / s.block_size, block, q, t));
-      const uint64_t end_value = uint64_t{t % s.block_size + 1} * row;  // past the token's row
-      const uint64_t end = s.nvfp4 ? s.data_section_bytes + (end_value - 1) / 16 + 1
-                                   : end_value;
-      cache_extent = std::max(
-          cache_extent, uint64_t(block) * (s.nvfp4 ? s.block_stride_bytes : s.cache_stride) + end);
-    }
-  }
-  SPARKRT_ASSIGN_OR_RETURN(auto qv, operand<const bf16_bits>(l, 0, "q",
-                                                             uint64_t{s.num_seqs} * hq * dq,
-                                                             "every sequence's query heads"));
+  const uint64_t block_bytes = s.nvfp4 ? s.block_stride_bytes : s.cache_stride;
+  const auto token_end = [&](uint64_t block, uint32_t offset) {
+    const uint64_t end_value = uint64_t{offset + 1} * row;  // past the token's row
+    return block * block_bytes +
+           (s.nvfp4 ? s.data_section_bytes + (end_value - 1) / 16 + 1 : end_value);
+  };
+  SPARKRT_ASSIGN_OR_RETURN(const PagedWindows w,
+                           paged_windows(l, 4, s.num_seqs, s.max_blocks_per_seq, s.block_size,
+                                         s.sliding_window, token_end));
+  const uint64_t cache_extent = w.cache_extent;  // bytes
+  SPARKRT_ASSIGN_OR_RETURN(auto qv,
+                           operand<const bf16_bits>(l, 0, "q", uint64_t{s.num_seqs} * hq * dq,
+                                                    "every sequence's query heads"));
   const std::string why = "the cached tokens of every sequence";
-  SPARKRT_ASSIGN_OR_RETURN(auto k_cache, operand<const uint8_t>(l, 1, "k_cache", cache_extent, why));
-  SPARKRT_ASSIGN_OR_RETURN(auto v_cache, operand<const uint8_t>(l, 2, "v_cache", cache_extent, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto k_cache,
+                           operand<const uint8_t>(l, 1, "k_cache", cache_extent, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto v_cache,
+                           operand<const uint8_t>(l, 2, "v_cache", cache_extent, why));
   SPARKRT_ASSIGN_OR_RETURN(auto out, operand<bf16_bits>(l, 3, "o", uint64_t{s.num_seqs} * hq * dv,
                                                         "every sequence's output heads"));
   std::span<const float> sinks;
   std::span<const fp8_bits> comp;
   uint32_t n_comp = 0;
   if (!s.nvfp4) {
-    SPARKRT_ASSIGN_OR_RETURN(sinks, optional_operand<const float>(l, 17, "sinks", hq,
-                                                                  "one sink per query head"));
+    SPARKRT_ASSIGN_OR_RETURN(
+        sinks, optional_operand<const float>(l, 17, "sinks", hq, "one sink per query head"));
     if (l.address(18) != 0) n_comp = s.comp_block_count;
     SPARKRT_ASSIGN_OR_RETURN(
         comp, operand<const fp8_bits>(l, 18, "comp_pool", uint64_t{s.num_seqs} * n_comp * row,
@@ -164,10 +143,12 @@ absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
   const auto element = [&](std::span<const uint8_t> cache, float scale, uint32_t q, uint32_t u,
                            uint32_t kvh, uint32_t d) -> float {
     if (u < n_comp)
-      return fp8_e4m3_to_f32(comp[(uint64_t{q} * n_comp + u) * row + uint64_t{kvh} * s.kv_cache_dim + d]) *
+      return fp8_e4m3_to_f32(
+                 comp[(uint64_t{q} * n_comp + u) * row + uint64_t{kvh} * s.kv_cache_dim + d]) *
              scale;
-    const uint32_t t = first[q] + (u - n_comp);
-    const uint64_t block = uint64_t(tables[uint64_t{q} * s.max_blocks_per_seq + t / s.block_size]);
+    const uint32_t t = w.first[q] + (u - n_comp);
+    const uint64_t block =
+        uint64_t(w.tables[uint64_t{q} * s.max_blocks_per_seq + t / s.block_size]);
     const uint64_t i = uint64_t{t % s.block_size} * row + uint64_t{kvh} * s.kv_cache_dim + d;
     if (!s.nvfp4) return fp8_e4m3_to_f32(cache[block * s.cache_stride + i]) * scale;
     const uint8_t* base = cache.data() + block * s.block_stride_bytes;
@@ -179,7 +160,7 @@ absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
   std::vector<float> scores;
   std::vector<float> acc(dv);
   for (uint32_t q = 0; q < s.num_seqs; ++q) {
-    const uint32_t n = n_comp + (static_cast<uint32_t>(seq_lens[q]) - first[q]);
+    const uint32_t n = n_comp + (static_cast<uint32_t>(w.seq_lens[q]) - w.first[q]);
     for (uint32_t h = 0; h < hq; ++h) {
       const uint32_t kvh = h / group;
       const uint64_t qrow = uint64_t{q} * hq + h;
@@ -239,14 +220,16 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_batched_gemv) {
                                                   "%d <= output_stride %d",
                                                   k, input_stride, n_out, output_stride));
   SPARKRT_ASSIGN_OR_RETURN(
-      auto input, operand<const bf16_bits>(launch, 0, "input",
-                                           uint64_t{heads - 1} * input_stride + k, "every head's input"));
+      auto input,
+      operand<const bf16_bits>(launch, 0, "input", uint64_t{heads - 1} * input_stride + k,
+                               "every head's input"));
   SPARKRT_ASSIGN_OR_RETURN(
       auto weight, operand<const bf16_bits>(launch, 1, "weight", uint64_t{heads} * n_out * k,
                                             "[num_heads][n_out][k]"));
   SPARKRT_ASSIGN_OR_RETURN(
-      auto output, operand<bf16_bits>(launch, 2, "output",
-                                      uint64_t{heads - 1} * output_stride + n_out, "every head's output"));
+      auto output,
+      operand<bf16_bits>(launch, 2, "output", uint64_t{heads - 1} * output_stride + n_out,
+                         "every head's output"));
   for (uint32_t h = 0; h < heads; ++h) {
     for (uint32_t n = 0; n < n_out; ++n) {
       const uint64_t w = (uint64_t{h} * n_out + n) * k;
@@ -272,13 +255,14 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_q_rope_scatter) {
     return invalid_launch(launch,
                           absl::StrFormat("nope %d + rope %d exceeds hd %d", nope, rope, hd));
   if (absl::Status s = check_rope_layout(launch, rope, kv_lora, mla_cache_dim); !s.ok()) return s;
-  SPARKRT_ASSIGN_OR_RETURN(auto q_full, operand<const bf16_bits>(launch, 0, "q_full",
-                                                                 uint64_t{nq - 1} * hd + nope + rope,
-                                                                 "every head's rope part"));
   SPARKRT_ASSIGN_OR_RETURN(
-      auto absorbed, operand<bf16_bits>(launch, 1, "q_absorbed_buf",
-                                        uint64_t{nq - 1} * mla_cache_dim + kv_lora + rope,
-                                        "every head's rope part"));
+      auto q_full,
+      operand<const bf16_bits>(launch, 0, "q_full", uint64_t{nq - 1} * hd + nope + rope,
+                               "every head's rope part"));
+  SPARKRT_ASSIGN_OR_RETURN(auto absorbed,
+                           operand<bf16_bits>(launch, 1, "q_absorbed_buf",
+                                              uint64_t{nq - 1} * mla_cache_dim + kv_lora + rope,
+                                              "every head's rope part"));
   SPARKRT_ASSIGN_OR_RETURN(auto contiguous, operand<bf16_bits>(launch, 2, "q_rope_contiguous",
                                                                uint64_t{nq} * rope, "[nq][rope]"));
   for (uint32_t h = 0; h < nq; ++h) {
@@ -299,12 +283,13 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_q_rope_writeback) {
   const uint32_t mla_cache_dim = launch.value<uint32_t>(5);
   if (nq == 0 || rope == 0) return absl::OkStatus();
   if (absl::Status s = check_rope_layout(launch, rope, kv_lora, mla_cache_dim); !s.ok()) return s;
-  SPARKRT_ASSIGN_OR_RETURN(auto direct, operand<const bf16_bits>(launch, 0, "q_rope_direct",
-                                                                 uint64_t{nq} * rope, "[nq][rope]"));
   SPARKRT_ASSIGN_OR_RETURN(
-      auto absorbed, operand<bf16_bits>(launch, 1, "q_absorbed_buf",
-                                        uint64_t{nq - 1} * mla_cache_dim + kv_lora + rope,
-                                        "every head's rope part"));
+      auto direct,
+      operand<const bf16_bits>(launch, 0, "q_rope_direct", uint64_t{nq} * rope, "[nq][rope]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto absorbed,
+                           operand<bf16_bits>(launch, 1, "q_absorbed_buf",
+                                              uint64_t{nq - 1} * mla_cache_dim + kv_lora + rope,
+                                              "every head's rope part"));
   for (uint32_t h = 0; h < nq; ++h)
     for (uint32_t i = 0; i < rope; ++i)
       absorbed[uint64_t{h} * mla_cache_dim + kv_lora + i] = direct[uint64_t{h} * rope + i];
@@ -318,14 +303,14 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_cache_assemble) {
   const uint32_t dim = launch.value<uint32_t>(6);
   if (dim == 0) return absl::OkStatus();
   if (absl::Status s = check_rope_layout(launch, rope, kv_lora, dim); !s.ok()) return s;
-  SPARKRT_ASSIGN_OR_RETURN(auto latent, operand<const bf16_bits>(launch, 0, "kv_latent", kv_lora,
-                                                                 "the latent part"));
-  SPARKRT_ASSIGN_OR_RETURN(auto k_rope, operand<const bf16_bits>(launch, 1, "k_rope", rope,
-                                                                 "the rope part"));
-  SPARKRT_ASSIGN_OR_RETURN(auto k_cache, operand<bf16_bits>(launch, 2, "k_cache", dim,
-                                                            "one cache row"));
-  SPARKRT_ASSIGN_OR_RETURN(auto v_cache, operand<bf16_bits>(launch, 3, "v_cache", dim,
-                                                            "one cache row"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto latent, operand<const bf16_bits>(launch, 0, "kv_latent", kv_lora, "the latent part"));
+  SPARKRT_ASSIGN_OR_RETURN(auto k_rope,
+                           operand<const bf16_bits>(launch, 1, "k_rope", rope, "the rope part"));
+  SPARKRT_ASSIGN_OR_RETURN(auto k_cache,
+                           operand<bf16_bits>(launch, 2, "k_cache", dim, "one cache row"));
+  SPARKRT_ASSIGN_OR_RETURN(auto v_cache,
+                           operand<bf16_bits>(launch, 3, "v_cache", dim, "one cache row"));
   constexpr bf16_bits kZero = 0;
   for (uint32_t d = 0; d < dim; ++d) {
     k_cache[d] = d < kv_lora ? latent[d] : d - kv_lora < rope ? k_rope[d - kv_lora] : kZero;

@@ -75,12 +75,12 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_gate_f32) {
   if (dq == 0) return invalid_launch(launch, "dq must be > 0");
   const uint64_t hq = uint64_t{heads} * dq, hv = uint64_t{heads} * dv;
   SPARKRT_ASSIGN_OR_RETURN(auto q, operand<const float>(launch, 0, "q", hq, "[heads][dq]"));
-  SPARKRT_ASSIGN_OR_RETURN(auto k, operand<const float>(launch, 1, "k", seq_len * hq,
-                                                        "[seq_len][heads][dq]"));
-  SPARKRT_ASSIGN_OR_RETURN(auto v, operand<const float>(launch, 2, "v", seq_len * hv,
-                                                        "[seq_len][heads][dv]"));
-  SPARKRT_ASSIGN_OR_RETURN(auto g, operand<const float>(launch, 3, "g", gate ? hv : 0,
-                                                        "the gate [heads][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto k, operand<const float>(launch, 1, "k", seq_len * hq, "[seq_len][heads][dq]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto v, operand<const float>(launch, 2, "v", seq_len * hv, "[seq_len][heads][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto g, operand<const float>(launch, 3, "g", gate ? hv : 0, "the gate [heads][dv]"));
   SPARKRT_ASSIGN_OR_RETURN(auto out, operand<float>(launch, 4, "out", hv, "[heads][dv]"));
   const float scale = 1.0f / std::sqrt(static_cast<float>(dq));
   std::vector<float> p(seq_len);
@@ -88,7 +88,8 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_gate_f32) {
     float m = -INFINITY;
     for (uint32_t t = 0; t < seq_len; ++t) {
       float dot = 0.0f;
-      for (uint32_t d = 0; d < dq; ++d) dot += q[h * dq + d] * k[(t * uint64_t{heads} + h) * dq + d];
+      for (uint32_t d = 0; d < dq; ++d)
+        dot += q[h * dq + d] * k[(t * uint64_t{heads} + h) * dq + d];
       p[t] = dot * scale;
       m = std::max(m, p[t]);
     }

@@ -22,8 +22,8 @@ uint64_t aligned_floats(size_t n) {
 absl::Status check_length(std::string_view op, const char* name, size_t got, size_t want,
                           const char* shape) {
   if (got == want) return absl::OkStatus();
-  return invalid(op, absl::StrFormat("%s has %d values, the configuration needs %d (%s)", name,
-                                     got, want, shape));
+  return invalid(op, absl::StrFormat("%s has %d values, the configuration needs %d (%s)", name, got,
+                                     want, shape));
 }
 
 // The inputs of one token against the configuration.
@@ -163,8 +163,8 @@ absl::Status k3_mla_maybe_rope(Device& dev, const K3MlaDecodeKernels& k, const K
       .launch(stream);
 }
 
-absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k,
-                              const K3MlaSdpaGateArgs& a, Stream stream) {
+absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
+                              Stream stream) {
   if (a.heads == 0 || a.dv == 0) return absl::OkStatus();
   SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(kK3MlaSdpaEntry, "dq", a.dq));
   if (a.use_gate && a.g.is_null())
@@ -215,7 +215,8 @@ absl::StatusOr<MlaDeviceKv> MlaDeviceKv::alloc(Device& dev, size_t capacity, siz
   kv.k_ = k;
   SPARKRT_OPS_ASSIGN_OR_RETURN(v, dev.alloc(capacity * v_row * sizeof(float)));
   kv.v_ = v;
-  SPARKRT_OPS_ASSIGN_OR_RETURN(scratch, dev.alloc(2 * aligned_floats(k_row) + 2 * aligned_floats(v_row)));
+  SPARKRT_OPS_ASSIGN_OR_RETURN(scratch,
+                               dev.alloc(2 * aligned_floats(k_row) + 2 * aligned_floats(v_row)));
   kv.scratch_ = scratch;
   return kv;
 }
@@ -299,7 +300,8 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
   const DevicePtr dk_new = dk + kv.k().size_bytes();
   SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.q, dq, stream));
   SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.k, dk_new, stream));
-  SPARKRT_OPS_RETURN_IF_ERROR(k3_mla_maybe_rope(dev, kernels, rope_args(cfg, in, dq, dk_new), stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      k3_mla_maybe_rope(dev, kernels, rope_args(cfg, in, dq, dk_new), stream));
   SPARKRT_OPS_ASSIGN_OR_RETURN(k_rotated, download(dev, dk_new, cfg.qk_row(), stream));
 
   SPARKRT_OPS_ASSIGN_OR_RETURN(dv, mem.floats(seq_len * cfg.v_row()));
@@ -321,9 +323,11 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
   return out;
 }
 
-absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(
-    Device& dev, const K3MlaDecodeKernels& kernels, const MlaConfig& cfg,
-    const MlaTokenInputs& in, MlaDeviceKv& kv, Stream stream) {
+absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(Device& dev,
+                                                                 const K3MlaDecodeKernels& kernels,
+                                                                 const MlaConfig& cfg,
+                                                                 const MlaTokenInputs& in,
+                                                                 MlaDeviceKv& kv, Stream stream) {
   constexpr std::string_view op = "k3_mla_decode_token_on_device";
   if (kv.full()) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -346,11 +350,11 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(
     SPARKRT_OPS_RETURN_IF_ERROR(k3_mla_maybe_rope(
         dev, kernels, rope_args(cfg, in, kv.scratch_q(), kv.scratch_k()), stream));
     SPARKRT_OPS_RETURN_IF_ERROR(kv.append(kv.scratch_k(), in.v, stream));
-    SPARKRT_OPS_RETURN_IF_ERROR(k3_mla_sdpa_gate(
-        dev, kernels,
-        sdpa_args(cfg, kv.scratch_q(), kv.k(), kv.v(), kv.scratch_g(), kv.scratch_out(),
-                  kv.seq_len()),
-        stream));
+    SPARKRT_OPS_RETURN_IF_ERROR(
+        k3_mla_sdpa_gate(dev, kernels,
+                         sdpa_args(cfg, kv.scratch_q(), kv.k(), kv.v(), kv.scratch_g(),
+                                   kv.scratch_out(), kv.seq_len()),
+                         stream));
     return download(dev, kv.scratch_out(), cfg.v_row(), stream);
   };
   auto out = step();

@@ -48,6 +48,27 @@ absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint
   return check_at_most(op, "q_head_dim", q_head_dim, "kv_cache_dim", kv_cache_dim);
 }
 
+// Geometry and the arguments both decode entries start with, q to
+// inv_sqrt_d, in their order.
+template <typename Args>
+KernelLaunch& decode_head(KernelLaunch& launch, const Args& a) {
+  return launch.grid({a.num_q_heads, a.num_seqs})
+      .block({kMlaBlockThreads})
+      .arg(a.q)
+      .arg(a.k_cache)
+      .arg(a.v_cache)
+      .arg(a.o)
+      .arg(a.block_tables)
+      .arg(a.seq_lens)
+      .arg(a.max_blocks_per_seq)
+      .arg(a.num_q_heads)
+      .arg(a.num_kv_heads)
+      .arg(a.q_head_dim)
+      .arg(a.kv_cache_dim)
+      .arg(a.block_size)
+      .arg(a.inv_sqrt_d);
+}
+
 }  // namespace
 
 absl::StatusOr<MlaKernels> MlaKernels::resolve(Device& dev) {
@@ -109,8 +130,8 @@ absl::Status mla_q_rope_scatter(Device& dev, const MlaKernels& k, const MlaQRope
       .launch(stream);
 }
 
-absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k,
-                                  const MlaQRopeWritebackArgs& a, Stream stream) {
+absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k, const MlaQRopeWritebackArgs& a,
+                                  Stream stream) {
   if (a.nq == 0 || a.rope == 0) return absl::OkStatus();
   SPARKRT_OPS_RETURN_IF_ERROR(
       check_rope_slot("mla_q_rope_writeback", a.rope, a.kv_lora, a.mla_cache_dim));
@@ -162,9 +183,8 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                                     const MlaPagedDecodeNvfp4Args& a, Stream stream) {
   if (a.num_seqs == 0) return absl::OkStatus();
   constexpr std::string_view op = "mla_paged_decode_nvfp4";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads,
-                                           a.num_kv_heads, a.q_head_dim, a.kv_cache_dim,
-                                           a.block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
+                                           a.q_head_dim, a.kv_cache_dim, a.block_size));
   if (a.kv_cache_dim % 16 != 0) {
     return invalid(op, absl::StrFormat("kv_cache_dim %d must be a multiple of 16 (one E4M3 "
                                        "scale per 16 values)",
@@ -173,72 +193,40 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
   const uint64_t values = uint64_t{a.block_size} * a.num_kv_heads * a.kv_cache_dim;
   if (a.data_section_bytes < values / 2 ||
       a.block_stride_bytes < a.data_section_bytes + values / 16) {
-    return invalid(op, absl::StrFormat(
-                           "a block of %d values needs data_section_bytes >= %d (got %d) and "
-                           "block_stride_bytes >= data_section_bytes + %d scale bytes (got %d); "
-                           "mla_nvfp4_block_layout() gives a packed layout",
-                           values, values / 2, a.data_section_bytes, values / 16,
-                           a.block_stride_bytes));
+    return invalid(
+        op, absl::StrFormat("a block of %d values needs data_section_bytes >= %d (got %d) and "
+                            "block_stride_bytes >= data_section_bytes + %d scale bytes (got %d); "
+                            "mla_nvfp4_block_layout() gives a packed layout",
+                            values, values / 2, a.data_section_bytes, values / 16,
+                            a.block_stride_bytes));
   }
-  return KernelLaunch(dev, k.mla_paged_decode_nvfp4)
-      .grid({a.num_q_heads, a.num_seqs})
-      .block({kMlaBlockThreads})
-      .arg(a.q)
-      .arg(a.k_cache)
-      .arg(a.v_cache)
-      .arg(a.o)
-      .arg(a.block_tables)
-      .arg(a.seq_lens)
-      .arg(a.max_blocks_per_seq)
-      .arg(a.num_q_heads)
-      .arg(a.num_kv_heads)
-      .arg(a.q_head_dim)
-      .arg(a.kv_cache_dim)
-      .arg(a.block_size)
-      .arg(a.inv_sqrt_d)
-      .arg(a.block_stride_bytes)
-      .arg(a.data_section_bytes)
-      .launch(stream);
+  KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
+  return decode_head(launch, a).arg(a.block_stride_bytes).arg(a.data_section_bytes).launch(stream);
 }
 
-absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k,
-                                  const MlaPagedDecodeFp8Args& a, Stream stream) {
+absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPagedDecodeFp8Args& a,
+                                  Stream stream) {
   if (a.num_seqs == 0) return absl::OkStatus();
   constexpr std::string_view op = "mla_paged_decode_fp8";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads,
-                                           a.num_kv_heads, a.q_head_dim, a.kv_cache_dim,
-                                           a.block_size));
+  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
+                                           a.q_head_dim, a.kv_cache_dim, a.block_size));
   SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
   SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
   const uint64_t block = uint64_t{a.block_size} * a.num_kv_heads * a.kv_cache_dim;
   if (a.cache_stride < block) {
-    return invalid(op, absl::StrFormat("cache_stride %d is smaller than one cache block "
-                                       "(block_size %d * num_kv_heads %d * kv_cache_dim %d = %d "
-                                       "bytes)",
-                                       a.cache_stride, a.block_size, a.num_kv_heads,
-                                       a.kv_cache_dim, block));
+    return invalid(
+        op, absl::StrFormat("cache_stride %d is smaller than one cache block "
+                            "(block_size %d * num_kv_heads %d * kv_cache_dim %d = %d "
+                            "bytes)",
+                            a.cache_stride, a.block_size, a.num_kv_heads, a.kv_cache_dim, block));
   }
   if (a.comp_pool.is_null() && a.comp_block_count != 0) {
     return invalid(op, absl::StrFormat("comp_block_count %d needs a comp_pool; pass 0 when "
                                        "there is no compressed pool",
                                        a.comp_block_count));
   }
-  return KernelLaunch(dev, k.mla_paged_decode_fp8)
-      .grid({a.num_q_heads, a.num_seqs})
-      .block({kMlaBlockThreads})
-      .arg(a.q)
-      .arg(a.k_cache)
-      .arg(a.v_cache)
-      .arg(a.o)
-      .arg(a.block_tables)
-      .arg(a.seq_lens)
-      .arg(a.max_blocks_per_seq)
-      .arg(a.num_q_heads)
-      .arg(a.num_kv_heads)
-      .arg(a.q_head_dim)
-      .arg(a.kv_cache_dim)
-      .arg(a.block_size)
-      .arg(a.inv_sqrt_d)
+  KernelLaunch launch(dev, k.mla_paged_decode_fp8);
+  return decode_head(launch, a)
       .arg(a.k_scale)
       .arg(a.v_scale)
       .arg(a.cache_stride)

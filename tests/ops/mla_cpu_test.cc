@@ -22,18 +22,7 @@ namespace {
 constexpr bf16_bits kNanBf16 = 0xffff;
 constexpr uint8_t kNanFp8 = 0x7f;
 
-struct Cpu {
-  std::unique_ptr<sparkrt::Device> dev = open_device("cpu");
-  ops::MlaKernels kernels = resolve_mla();
-  uint64_t seed = fresh_seed();
-  std::mt19937_64 gen{seed};
-
-  ops::MlaKernels resolve_mla() {
-    auto k = ops::MlaKernels::resolve(*dev);
-    REQUIRE_MESSAGE(k.ok(), k.status().ToString());
-    return *k;
-  }
-};
+using Cpu = CpuDevice<ops::MlaKernels>;
 
 // |got - want| <= rel * |want| + abs, counting and reporting misses.
 struct Tolerance {
@@ -115,7 +104,8 @@ TEST_CASE("mla cpu: q rope scatter, then writeback of the rotated part") {
       CHECK(absorbed[h * dim + kv_lora + i] == q_full[h * hd + nope + i]);
     }
     for (uint32_t d = 0; d < dim; ++d)
-      if (d < kv_lora || d >= kv_lora + rope) CHECK(absorbed[h * dim + d] == absorbed0[h * dim + d]);
+      if (d < kv_lora || d >= kv_lora + rope)
+        CHECK(absorbed[h * dim + d] == absorbed0[h * dim + d]);
   }
 
   // Writeback puts a new rope part (as RoPE would) into the same slots.
@@ -139,8 +129,8 @@ TEST_CASE("mla cpu: q rope scatter, then writeback of the rotated part") {
 TEST_CASE("mla cpu: mla_cache_assemble builds [latent | rope | 0] and [latent | 0]") {
   Cpu c;
   INFO("seed ", c.seed);
-  for (auto [kv_lora, rope, dim] : {std::tuple<uint32_t, uint32_t, uint32_t>{512, 64, 576},
-                                    {48, 16, 80}}) {
+  for (auto [kv_lora, rope, dim] :
+       {std::tuple<uint32_t, uint32_t, uint32_t>{512, 64, 576}, {48, 16, 80}}) {
     CAPTURE(dim);
     const auto latent = random_bf16(c.gen, kv_lora), k_rope = random_bf16(c.gen, rope);
     // One row in the middle of a poisoned pool: nothing around it changes.
@@ -163,7 +153,9 @@ TEST_CASE("mla cpu: mla_cache_assemble builds [latent | rope | 0] and [latent | 
         continue;
       }
       const uint32_t d = i - dim;
-      const bf16_bits want_k = d < kv_lora ? latent[d] : d < kv_lora + rope ? k_rope[d - kv_lora] : 0;
+      const bf16_bits want_k = d < kv_lora          ? latent[d]
+                               : d < kv_lora + rope ? k_rope[d - kv_lora]
+                                                    : 0;
       CHECK(k[i] == want_k);
       CHECK(v[i] == (d < kv_lora ? latent[d] : bf16_bits{0}));
     }
@@ -203,22 +195,25 @@ struct DecodeProblem {
   uint64_t index(uint32_t t, uint32_t kvh, uint32_t d) const {
     return uint64_t{t % block_size} * row() + uint64_t{kvh} * dim + d;
   }
-  int32_t block(uint32_t s, uint32_t t) const { return tables[uint64_t{s} * max_blocks + t / block_size]; }
+  int32_t block(uint32_t s, uint32_t t) const {
+    return tables[uint64_t{s} * max_blocks + t / block_size];
+  }
 
-  double value(const std::vector<uint8_t>& pool, double scale, uint32_t s, uint32_t t,
-               uint32_t kvh, uint32_t d) const {
+  double value(const std::vector<uint8_t>& pool, double scale, uint32_t s, uint32_t t, uint32_t kvh,
+               uint32_t d) const {
     const uint64_t base = uint64_t(block(s, t)) * stride, i = index(t, kvh, d);
     if (enc == Encoding::kFp8) return fp8_value(pool[base + i]) * scale;
     const uint8_t byte = pool[base + i / 2];
-    return e2m1_value(i % 2 ? byte >> 4 : byte & 0xf) * fp8_value(pool[base + data_section + i / 16]);
+    return e2m1_value(i % 2 ? byte >> 4 : byte & 0xf) *
+           fp8_value(pool[base + data_section + i / 16]);
   }
   double comp_value(double scale, uint32_t s, uint32_t j, uint32_t kvh, uint32_t d) const {
     return fp8_value(comp[(uint64_t{s} * n_comp + j) * row() + uint64_t{kvh} * dim + d]) * scale;
   }
 };
 
-void fill_pool(DecodeProblem& p, std::mt19937_64& gen, std::vector<uint8_t>& pool,
-               uint32_t blocks, const std::vector<bool>& live_token, float scale) {
+void fill_pool(DecodeProblem& p, std::mt19937_64& gen, std::vector<uint8_t>& pool, uint32_t blocks,
+               const std::vector<bool>& live_token, float scale) {
   std::uniform_real_distribution<float> mag(0.25f, 2.0f), scale_mag(0.05f, 0.4f);
   std::bernoulli_distribution neg(0.5);
   std::uniform_int_distribution<int> nibble(1, 7);
@@ -333,6 +328,29 @@ std::vector<double> decode_f64(const DecodeProblem& p, double* vmax) {
   return out;
 }
 
+// The fields both decode ops share, from a problem and its buffers.
+template <typename Args>
+Args decode_args(const DecodeProblem& p, sparkrt::DevicePtr q, sparkrt::DevicePtr k_cache,
+                 sparkrt::DevicePtr v_cache, sparkrt::DevicePtr o, sparkrt::DevicePtr tables,
+                 sparkrt::DevicePtr lens) {
+  Args a{};
+  a.q = q;
+  a.k_cache = k_cache;
+  a.v_cache = v_cache;
+  a.o = o;
+  a.block_tables = tables;
+  a.seq_lens = lens;
+  a.max_blocks_per_seq = p.max_blocks;
+  a.num_q_heads = p.hq;
+  a.num_kv_heads = p.hkv;
+  a.q_head_dim = p.dq;
+  a.kv_cache_dim = p.dim;
+  a.block_size = p.block_size;
+  a.inv_sqrt_d = p.inv_sqrt_d;
+  a.num_seqs = p.seqs();
+  return a;
+}
+
 void run_decode(Cpu& c, const DecodeProblem& p) {
   Buffer dq(*c.dev, p.q), dtables(*c.dev, p.tables), dlens(*c.dev, p.lens);
   Buffer dk(*c.dev, p.k_pool);
@@ -344,47 +362,20 @@ void run_decode(Cpu& c, const DecodeProblem& p) {
   Buffer dout(*c.dev, out_elems * 2);
   dout.poison();
   if (p.enc == Encoding::kFp8) {
-    REQUIRE_OK(ops::mla_paged_decode_fp8(
-        *c.dev, c.kernels,
-        {.q = dq,
-         .k_cache = dk,
-         .v_cache = v_cache,
-         .o = dout,
-         .block_tables = dtables,
-         .seq_lens = dlens,
-         .max_blocks_per_seq = p.max_blocks,
-         .num_q_heads = p.hq,
-         .num_kv_heads = p.hkv,
-         .q_head_dim = p.dq,
-         .kv_cache_dim = p.dim,
-         .block_size = p.block_size,
-         .inv_sqrt_d = p.inv_sqrt_d,
-         .k_scale = p.k_scale,
-         .v_scale = p.shared_pool ? p.k_scale : p.v_scale,
-         .cache_stride = p.stride,
-         .num_seqs = p.seqs(),
-         .sliding_window = p.window,
-         .sinks = p.sinks.empty() ? sparkrt::DevicePtr{} : dsinks.ptr(),
-         .comp_pool = p.comp.empty() ? sparkrt::DevicePtr{} : dcomp.ptr(),
-         .comp_block_count = p.n_comp}));
+    auto a = decode_args<ops::MlaPagedDecodeFp8Args>(p, dq, dk, v_cache, dout, dtables, dlens);
+    a.k_scale = p.k_scale;
+    a.v_scale = p.shared_pool ? p.k_scale : p.v_scale;
+    a.cache_stride = p.stride;
+    a.sliding_window = p.window;
+    a.sinks = p.sinks.empty() ? sparkrt::DevicePtr{} : dsinks.ptr();
+    a.comp_pool = p.comp.empty() ? sparkrt::DevicePtr{} : dcomp.ptr();
+    a.comp_block_count = p.n_comp;
+    REQUIRE_OK(ops::mla_paged_decode_fp8(*c.dev, c.kernels, a));
   } else {
-    REQUIRE_OK(ops::mla_paged_decode_nvfp4(*c.dev, c.kernels,
-                                           {.q = dq,
-                                            .k_cache = dk,
-                                            .v_cache = v_cache,
-                                            .o = dout,
-                                            .block_tables = dtables,
-                                            .seq_lens = dlens,
-                                            .max_blocks_per_seq = p.max_blocks,
-                                            .num_q_heads = p.hq,
-                                            .num_kv_heads = p.hkv,
-                                            .q_head_dim = p.dq,
-                                            .kv_cache_dim = p.dim,
-                                            .block_size = p.block_size,
-                                            .inv_sqrt_d = p.inv_sqrt_d,
-                                            .block_stride_bytes = p.stride,
-                                            .data_section_bytes = p.data_section,
-                                            .num_seqs = p.seqs()}));
+    auto a = decode_args<ops::MlaPagedDecodeNvfp4Args>(p, dq, dk, v_cache, dout, dtables, dlens);
+    a.block_stride_bytes = p.stride;
+    a.data_section_bytes = p.data_section;
+    REQUIRE_OK(ops::mla_paged_decode_nvfp4(*c.dev, c.kernels, a));
   }
   const auto got = dout.download<bf16_bits>();
   double vmax = 0;
@@ -407,8 +398,12 @@ TEST_CASE("mla cpu: mla_paged_decode_fp8 with windows, sinks and the compressed 
         CAPTURE(window);
         // Ragged: one token, none (zeros, or the compressed rows only), a
         // partial block, several blocks.
-        DecodeProblem p{.hq = 4, .window = window, .lens = {1, 0, 40, 70}, .sinks_on = sinks,
-                        .n_comp = n_comp, .stride_pad = 64};
+        DecodeProblem p{.hq = 4,
+                        .window = window,
+                        .lens = {1, 0, 40, 70},
+                        .sinks_on = sinks,
+                        .n_comp = n_comp,
+                        .stride_pad = 64};
         run_decode(c, make_decode(c.gen, p));
       }
 }
@@ -416,8 +411,14 @@ TEST_CASE("mla cpu: mla_paged_decode_fp8 with windows, sinks and the compressed 
 TEST_CASE("mla cpu: mla_paged_decode_fp8 over the latent part only, GQA, one shared pool") {
   Cpu c;
   INFO("seed ", c.seed);
-  DecodeProblem p{.hq = 6, .hkv = 2, .dq = 512, .block_size = 32, .lens = {45, 3},
-                  .shared_pool = true, .sinks_on = true, .n_comp = 2};
+  DecodeProblem p{.hq = 6,
+                  .hkv = 2,
+                  .dq = 512,
+                  .block_size = 32,
+                  .lens = {45, 3},
+                  .shared_pool = true,
+                  .sinks_on = true,
+                  .n_comp = 2};
   run_decode(c, make_decode(c.gen, p));
 }
 
@@ -428,13 +429,19 @@ TEST_CASE("mla cpu: mla_paged_decode_nvfp4, packed and padded blocks") {
     for (uint32_t dq : {576u, 512u}) {
       CAPTURE(pad);
       CAPTURE(dq);
-      DecodeProblem p{.enc = Encoding::kNvfp4, .hq = 4, .dq = dq, .lens = {1, 0, 33, 64},
-                      .stride_pad = pad};
+      DecodeProblem p{
+          .enc = Encoding::kNvfp4, .hq = 4, .dq = dq, .lens = {1, 0, 33, 64}, .stride_pad = pad};
       run_decode(c, make_decode(c.gen, p));
     }
   SUBCASE("a narrower row with GQA and a shared pool") {
-    DecodeProblem p{.enc = Encoding::kNvfp4, .hq = 4, .hkv = 2, .dq = 80, .dim = 128,
-                    .block_size = 8, .lens = {20, 9}, .shared_pool = true};
+    DecodeProblem p{.enc = Encoding::kNvfp4,
+                    .hq = 4,
+                    .hkv = 2,
+                    .dq = 80,
+                    .dim = 128,
+                    .block_size = 8,
+                    .lens = {20, 9},
+                    .shared_pool = true};
     run_decode(c, make_decode(c.gen, p));
   }
 }
@@ -444,22 +451,10 @@ TEST_CASE("mla cpu: decode with bad tables or short buffers is a clear error") {
   const DecodeProblem p = make_decode(c.gen, DecodeProblem{.hq = 2, .lens = {20, 33}});
   Buffer dq(*c.dev, p.q), dtables(*c.dev, p.tables), dlens(*c.dev, p.lens), dk(*c.dev, p.k_pool),
       dv(*c.dev, p.v_pool), dout(*c.dev, uint64_t{p.seqs()} * p.hq * p.dv() * 2);
-  const ops::MlaPagedDecodeFp8Args good{.q = dq,
-                                        .k_cache = dk,
-                                        .v_cache = dv,
-                                        .o = dout,
-                                        .block_tables = dtables,
-                                        .seq_lens = dlens,
-                                        .max_blocks_per_seq = p.max_blocks,
-                                        .num_q_heads = p.hq,
-                                        .q_head_dim = p.dq,
-                                        .kv_cache_dim = p.dim,
-                                        .block_size = p.block_size,
-                                        .inv_sqrt_d = p.inv_sqrt_d,
-                                        .k_scale = p.k_scale,
-                                        .v_scale = p.v_scale,
-                                        .cache_stride = p.stride,
-                                        .num_seqs = p.seqs()};
+  auto good = decode_args<ops::MlaPagedDecodeFp8Args>(p, dq, dk, dv, dout, dtables, dlens);
+  good.k_scale = p.k_scale;
+  good.v_scale = p.v_scale;
+  good.cache_stride = p.stride;
   REQUIRE_OK(ops::mla_paged_decode_fp8(*c.dev, c.kernels, good));
   const auto expect = [&](const ops::MlaPagedDecodeFp8Args& a, absl::StatusCode code,
                           const char* text) {

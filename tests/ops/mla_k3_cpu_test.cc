@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "mla_test_support.h"
@@ -20,17 +21,26 @@ namespace ops = sparkrt::ops;
 
 namespace {
 
-struct Cpu {
-  std::unique_ptr<sparkrt::Device> dev = open_device("cpu");
-  ops::K3MlaDecodeKernels kernels = resolve_k3();
-  uint64_t seed = fresh_seed();
-  std::mt19937_64 gen{seed};
-
+struct Cpu : CpuDevice<ops::K3MlaDecodeKernels> {
   uint32_t u32_pos() { return std::uniform_int_distribution<uint32_t>(0, 9000)(gen); }
-  ops::K3MlaDecodeKernels resolve_k3() {
-    auto k = ops::K3MlaDecodeKernels::resolve(*dev);
-    REQUIRE_MESSAGE(k.ok(), k.status().ToString());
-    return *k;
+
+  // k3_mla_maybe_rope_f32 on uploads of q and k; returns the rotated pair.
+  std::pair<std::vector<float>, std::vector<float>> rope(const std::vector<float>& q,
+                                                         const std::vector<float>& k,
+                                                         uint32_t heads, uint32_t nope_dim,
+                                                         uint32_t rope_dim, uint32_t pos,
+                                                         float theta, bool use_nope) {
+    Buffer dq(*dev, q), dk(*dev, k);
+    REQUIRE_OK(ops::k3_mla_maybe_rope(*dev, kernels,
+                                      {.q = dq,
+                                       .k = dk,
+                                       .heads = heads,
+                                       .nope_dim = nope_dim,
+                                       .rope_dim = rope_dim,
+                                       .pos = pos,
+                                       .theta = theta,
+                                       .use_nope = use_nope}));
+    return {dq.download<float>(), dk.download<float>()};
   }
 };
 
@@ -67,7 +77,8 @@ std::vector<double> sdpa_f64(const std::vector<double>& q, const std::vector<dou
     std::vector<double> p(seq_len);
     for (uint32_t t = 0; t < seq_len; ++t) {
       double dot = 0;
-      for (uint32_t d = 0; d < dq; ++d) dot += q[h * dq + d] * k[(uint64_t{t} * heads + h) * dq + d];
+      for (uint32_t d = 0; d < dq; ++d)
+        dot += q[h * dq + d] * k[(uint64_t{t} * heads + h) * dq + d];
       p[t] = dot / std::sqrt(double(dq));
     }
     const double m = *std::max_element(p.begin(), p.end());
@@ -86,8 +97,7 @@ std::vector<double> sdpa_f64(const std::vector<double>& q, const std::vector<dou
 
 // Attention outputs: |got - want| <= 2^-16 |want| + 2^-15 max|v| (f32 dots,
 // exp and sums against float64).
-void check_attention(const std::vector<float>& got, const std::vector<double>& want,
-                     double vmax) {
+void check_attention(const std::vector<float>& got, const std::vector<double>& want, double vmax) {
   REQUIRE(got.size() == want.size());
   uint64_t misses = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -115,18 +125,10 @@ TEST_CASE("k3 mla cpu: RoPE rotates each head's rope dims, NoPE leaves q and k a
     CAPTURE(theta);
     CAPTURE(pos);
     const auto q = random_f32(c.gen, heads * dq), k = random_f32(c.gen, heads * dq);
-    Buffer dqb(*c.dev, q), dkb(*c.dev, k);
-    REQUIRE_OK(ops::k3_mla_maybe_rope(*c.dev, c.kernels,
-                                      {.q = dqb,
-                                       .k = dkb,
-                                       .heads = heads,
-                                       .nope_dim = nope,
-                                       .rope_dim = rope,
-                                       .pos = pos,
-                                       .theta = theta,
-                                       .use_nope = false}));
-    for (const auto& [in, buf] : {std::pair{&q, &dqb}, std::pair{&k, &dkb}}) {
-      const auto got = buf->download<float>();
+    const auto rotated = c.rope(q, k, heads, nope, rope, pos, theta, /*use_nope=*/false);
+    const auto pairs = {std::pair{&q, &rotated.first}, std::pair{&k, &rotated.second}};
+    for (const auto& [in, out] : pairs) {
+      const auto& got = *out;
       const auto want = rope_f64(*in, heads, nope, rope, pos, theta, false);
       uint64_t misses = 0;
       for (uint32_t h = 0; h < heads; ++h)
@@ -146,18 +148,11 @@ TEST_CASE("k3 mla cpu: RoPE rotates each head's rope dims, NoPE leaves q and k a
   }
 
   SUBCASE("NoPE: not a bit changes, whatever the rope dims") {
-    const auto q = random_f32(c.gen, heads * (nope + 17)), k = random_f32(c.gen, heads * (nope + 17));
-    Buffer dqb(*c.dev, q), dkb(*c.dev, k);
-    REQUIRE_OK(ops::k3_mla_maybe_rope(*c.dev, c.kernels,
-                                      {.q = dqb,
-                                       .k = dkb,
-                                       .heads = heads,
-                                       .nope_dim = nope,
-                                       .rope_dim = 17,
-                                       .pos = 1234,
-                                       .use_nope = true}));
-    CHECK(same_bits(dqb.download<float>(), q));
-    CHECK(same_bits(dkb.download<float>(), k));
+    const auto q = random_f32(c.gen, heads * (nope + 17));
+    const auto k = random_f32(c.gen, heads * (nope + 17));
+    const auto [q2, k2] = c.rope(q, k, heads, nope, 17, 1234, 10000.0f, /*use_nope=*/true);
+    CHECK(same_bits(q2, q));
+    CHECK(same_bits(k2, k));
   }
 }
 
@@ -189,10 +184,9 @@ TEST_CASE("k3 mla cpu: sdpa with and without the output gate against float64") {
                                           .dq = dq,
                                           .dv = dv,
                                           .use_gate = gate}));
-        const auto want = sdpa_f64(std::vector<double>(q.begin(), q.end()),
-                                   std::vector<double>(k.begin(), k.end()),
-                                   std::vector<double>(v.begin(), v.end()), g, seq_len, heads, dq,
-                                   dv, gate);
+        const auto want = sdpa_f64(
+            std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
+            std::vector<double>(v.begin(), v.end()), g, seq_len, heads, dq, dv, gate);
         check_attention(dout.download<float>(), want, max_abs(v));
       }
 }
@@ -223,16 +217,15 @@ void decode_both_ways(Cpu& c, const ops::MlaConfig& cfg, uint32_t tokens) {
     CHECK(dkv->seq_len() == t + 1);
     CHECK_MESSAGE(same_bits(*out_host, *out_dev), "host-KV and device-resident outputs differ");
 
-    const auto q_rot = rope_f64(q, h, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, start + t,
-                                theta, cfg.mla_use_nope);
-    const auto k_rot = rope_f64(k, h, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, start + t,
-                                theta, cfg.mla_use_nope);
+    const auto q_rot = rope_f64(q, h, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, start + t, theta,
+                                cfg.mla_use_nope);
+    const auto k_rot = rope_f64(k, h, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, start + t, theta,
+                                cfg.mla_use_nope);
     k64.insert(k64.end(), k_rot.begin(), k_rot.end());
     v64.insert(v64.end(), v.begin(), v.end());
     vmax = std::max(vmax, max_abs(v));
-    check_attention(*out_dev, sdpa_f64(q_rot, k64, v64, g, t + 1, h, dq, dv,
-                                       cfg.mla_use_output_gate),
-                    vmax);
+    check_attention(*out_dev,
+                    sdpa_f64(q_rot, k64, v64, g, t + 1, h, dq, dv, cfg.mla_use_output_gate), vmax);
   }
   // Both caches hold the same rotated k and v rows.
   std::vector<float> dev_k(tokens * cfg.qk_row()), dev_v(tokens * cfg.v_row());
@@ -259,13 +252,23 @@ TEST_CASE("k3 mla cpu: multi-token decode, host KV and device-resident KV agree"
     decode_both_ways(c, ops::MlaConfig::test_twin(), 12);
   }
   SUBCASE("RoPE, no gate") {
-    decode_both_ways(c, {.heads = 3, .qk_nope_head_dim = 16, .qk_rope_head_dim = 8,
-                         .v_head_dim = 24, .mla_use_nope = false, .mla_use_output_gate = false},
+    decode_both_ways(c,
+                     {.heads = 3,
+                      .qk_nope_head_dim = 16,
+                      .qk_rope_head_dim = 8,
+                      .v_head_dim = 24,
+                      .mla_use_nope = false,
+                      .mla_use_output_gate = false},
                      10);
   }
   SUBCASE("RoPE and gate, one head, wide V") {
-    decode_both_ways(c, {.heads = 1, .qk_nope_head_dim = 64, .qk_rope_head_dim = 32,
-                         .v_head_dim = 260, .mla_use_nope = false, .mla_use_output_gate = true},
+    decode_both_ways(c,
+                     {.heads = 1,
+                      .qk_nope_head_dim = 64,
+                      .qk_rope_head_dim = 32,
+                      .v_head_dim = 260,
+                      .mla_use_nope = false,
+                      .mla_use_output_gate = true},
                      7);
   }
 }

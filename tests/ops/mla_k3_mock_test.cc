@@ -17,12 +17,6 @@ namespace ops = sparkrt::ops;
 
 namespace {
 
-ops::K3MlaDecodeKernels resolve_k3(sparkrt::Device& dev) {
-  auto k = ops::K3MlaDecodeKernels::resolve(dev);
-  REQUIRE_MESSAGE(k.ok(), k.status().ToString());
-  return *k;
-}
-
 // One token's inputs for `cfg`, constant as in the seed's tests (the mock
 // does not compute).
 struct TwinInputs {
@@ -32,6 +26,18 @@ struct TwinInputs {
   ops::MlaTokenInputs at(uint32_t pos) const {
     return {.q = q, .k = k, .v = v, .g = g, .pos = pos, .theta = 10000.0f};
   }
+};
+
+// A mock device with the kernels resolved, the test twin configuration and
+// one token's inputs for it.
+struct TwinMock : MockDevice {
+  struct Parts {
+    ops::K3MlaDecodeKernels kernels;
+    ops::MlaConfig cfg;
+    TwinInputs in;
+  };
+  Parts twin{resolve_kernels<ops::K3MlaDecodeKernels>(*dev), ops::MlaConfig::test_twin(),
+             TwinInputs(ops::MlaConfig::test_twin())};
 };
 
 ops::MlaDeviceKv alloc_kv(sparkrt::Device& dev, const ops::MlaConfig& cfg, size_t capacity) {
@@ -44,7 +50,7 @@ ops::MlaDeviceKv alloc_kv(sparkrt::Device& dev, const ops::MlaConfig& cfg, size_
 
 TEST_CASE("k3 mla mock: resolve looks up the rope entry, then the sdpa entry") {
   MockDevice m;
-  const ops::K3MlaDecodeKernels k = resolve_k3(*m.dev);
+  const ops::K3MlaDecodeKernels k = resolve_kernels<ops::K3MlaDecodeKernels>(*m.dev);
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"mla_decode", "k3_mla_maybe_rope_f32"},
       {"mla_decode", "k3_mla_sdpa_gate_f32"},
@@ -65,12 +71,10 @@ TEST_CASE("k3 mla mock: resolve looks up the rope entry, then the sdpa entry") {
 }
 
 TEST_CASE("k3 mla mock: the twin configuration's launch contract (host KV)") {
-  MockDevice m;
-  const auto kernels = resolve_k3(*m.dev);
-  const ops::MlaConfig cfg = ops::MlaConfig::test_twin();
+  TwinMock m;
+  const auto& [kernels, cfg, in] = m.twin;
   REQUIRE(cfg.mla_use_nope);
   REQUIRE(cfg.mla_use_output_gate);
-  const TwinInputs in(cfg);
   ops::MlaHostKv kv(cfg);
   auto out = ops::k3_mla_decode_token(*m.dev, kernels, cfg, in.at(3), kv, m.stream);
   REQUIRE_MESSAGE(out.ok(), out.status().ToString());
@@ -102,7 +106,7 @@ TEST_CASE("k3 mla mock: the twin configuration's launch contract (host KV)") {
   CHECK(sdpa.shared_mem == 0);
   CHECK(sdpa.stream == m.stream);
   REQUIRE(sdpa.args.size() == 10);
-  CHECK(sdpa.args[0] == rope.args[0]);  // the rotated q
+  CHECK(sdpa.args[0] == rope.args[0]);              // the rotated q
   CHECK(sdpa.args[5] == MockArg::of(uint32_t{1}));  // seq_len
   CHECK(sdpa.args[6] == MockArg::of(cfg.heads));
   CHECK(sdpa.args[7] == MockArg::of(cfg.qk_head_dim()));
@@ -114,10 +118,8 @@ TEST_CASE("k3 mla mock: the twin configuration's launch contract (host KV)") {
 }
 
 TEST_CASE("k3 mla mock: the second device-resident token downloads only the output") {
-  MockDevice m;
-  const auto kernels = resolve_k3(*m.dev);
-  const ops::MlaConfig cfg = ops::MlaConfig::test_twin();
-  const TwinInputs in(cfg);
+  TwinMock m;
+  const auto& [kernels, cfg, in] = m.twin;
   ops::MlaDeviceKv kv = alloc_kv(*m.dev, cfg, 8);
   REQUIRE(ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(0), kv, m.stream).ok());
   const auto before = m.mock.counters();
@@ -148,14 +150,12 @@ TEST_CASE("k3 mla mock: the second device-resident token downloads only the outp
 }
 
 TEST_CASE("k3 mla mock: a full device KV is an error before any work") {
-  MockDevice m;
-  const auto kernels = resolve_k3(*m.dev);
-  const ops::MlaConfig cfg = ops::MlaConfig::test_twin();
-  const TwinInputs in(cfg);
+  TwinMock m;
+  const auto& [kernels, cfg, in] = m.twin;
   ops::MlaDeviceKv kv = alloc_kv(*m.dev, cfg, 2);
   for (uint32_t pos = 0; pos < 2; ++pos)
-    REQUIRE(ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(pos), kv, m.stream)
-                .ok());
+    REQUIRE(
+        ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(pos), kv, m.stream).ok());
   CHECK(kv.full());
   const auto before = m.mock.counters();
   auto out = ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(2), kv, m.stream);
@@ -183,10 +183,8 @@ TEST_CASE("k3 mla mock: a full device KV is an error before any work") {
 }
 
 TEST_CASE("k3 mla mock: a failed launch leaves the device KV as it was") {
-  MockDevice m;
-  const auto kernels = resolve_k3(*m.dev);
-  const ops::MlaConfig cfg = ops::MlaConfig::test_twin();
-  const TwinInputs in(cfg);
+  TwinMock m;
+  const auto& [kernels, cfg, in] = m.twin;
   ops::MlaDeviceKv kv = alloc_kv(*m.dev, cfg, 4);
   REQUIRE_OK(m.mock.fail_launch(2));  // the sdpa, after the append
   auto out = ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(0), kv, m.stream);
@@ -205,7 +203,7 @@ TEST_CASE("k3 mla mock: a failed launch leaves the device KV as it was") {
 
 TEST_CASE("k3 mla mock: the rope and sdpa launches pass their flags as u32") {
   MockDevice m;
-  const auto kernels = resolve_k3(*m.dev);
+  const auto kernels = resolve_kernels<ops::K3MlaDecodeKernels>(*m.dev);
   const ops::K3MlaRopeArgs r{.q = m.fake_ptr(),
                              .k = m.fake_ptr(),
                              .heads = m.u32(129, 300),
@@ -228,17 +226,15 @@ TEST_CASE("k3 mla mock: the rope and sdpa launches pass their flags as u32") {
   REQUIRE_OK(ops::k3_mla_sdpa_gate(*m.dev, kernels, s, m.stream));
   const auto launches = m.mock.launches();
   REQUIRE(launches.size() == 2);
-  check_launch(launches[0],
-               {"mla_decode", "k3_mla_maybe_rope_f32", Dim3{(r.heads + 127) / 128}, Dim3{128},
-                m.stream,
-                {MockArg::of(r.q), MockArg::of(r.k), MockArg::of(r.heads), MockArg::of(r.nope_dim),
-                 MockArg::of(r.rope_dim), MockArg::of(r.pos), MockArg::of(r.theta),
-                 MockArg::of(uint32_t{0})}});
-  check_launch(launches[1],
-               {"mla_decode", "k3_mla_sdpa_gate_f32", Dim3{s.heads}, Dim3{32}, m.stream,
-                {MockArg::of(s.q), MockArg::of(s.k), MockArg::of(s.v), MockArg::of(s.g),
-                 MockArg::of(s.out), MockArg::of(s.seq_len), MockArg::of(s.heads),
-                 MockArg::of(s.dq), MockArg::of(s.dv), MockArg::of(uint32_t{0})}});
+  check_launch(launches[0], "mla_decode", "k3_mla_maybe_rope_f32", Dim3{(r.heads + 127) / 128},
+               Dim3{128}, m.stream,
+               {MockArg::of(r.q), MockArg::of(r.k), MockArg::of(r.heads), MockArg::of(r.nope_dim),
+                MockArg::of(r.rope_dim), MockArg::of(r.pos), MockArg::of(r.theta),
+                MockArg::of(uint32_t{0})});
+  check_launch(launches[1], "mla_decode", "k3_mla_sdpa_gate_f32", Dim3{s.heads}, Dim3{32}, m.stream,
+               {MockArg::of(s.q), MockArg::of(s.k), MockArg::of(s.v), MockArg::of(s.g),
+                MockArg::of(s.out), MockArg::of(s.seq_len), MockArg::of(s.heads), MockArg::of(s.dq),
+                MockArg::of(s.dv), MockArg::of(uint32_t{0})});
 
   SUBCASE("no heads launches nothing") {
     ops::K3MlaRopeArgs r0 = r;
@@ -264,10 +260,8 @@ TEST_CASE("k3 mla mock: the rope and sdpa launches pass their flags as u32") {
 }
 
 TEST_CASE("k3 mla mock: wrong ranks and configurations are refused before any work") {
-  MockDevice m;
-  const auto kernels = resolve_k3(*m.dev);
-  const ops::MlaConfig cfg = ops::MlaConfig::test_twin();
-  TwinInputs in(cfg);
+  TwinMock m;
+  auto& [kernels, cfg, in] = m.twin;
   ops::MlaHostKv host(cfg);
   ops::MlaDeviceKv dkv = alloc_kv(*m.dev, cfg, 4);
   const auto expect_invalid = [&](const ops::MlaConfig& c, const ops::MlaTokenInputs& t,

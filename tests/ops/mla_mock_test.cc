@@ -20,13 +20,7 @@ namespace ops = sparkrt::ops;
 namespace {
 
 struct MlaMock : MockDevice {
-  ops::MlaKernels kernels = resolve(*dev);
-
-  static ops::MlaKernels resolve(sparkrt::Device& d) {
-    auto k = ops::MlaKernels::resolve(d);
-    REQUIRE_MESSAGE(k.ok(), k.status().ToString());
-    return *k;
-  }
+  ops::MlaKernels kernels = resolve_kernels<ops::MlaKernels>(*dev);
   sparkrt::testing::MockLaunch only_launch() const {
     const auto launches = mock.launches();
     REQUIRE(launches.size() == 1);
@@ -41,11 +35,52 @@ struct MlaMock : MockDevice {
   }
 };
 
+// Random values for the arguments both decode ops share, q to inv_sqrt_d.
+template <typename Args>
+Args random_decode_args(MlaMock& f, uint32_t block_size, uint32_t q_head_dim) {
+  Args a{};
+  a.q = f.fake_ptr();
+  a.k_cache = f.fake_ptr();
+  a.v_cache = f.fake_ptr();
+  a.o = f.fake_ptr();
+  a.block_tables = f.fake_ptr();
+  a.seq_lens = f.fake_ptr();
+  a.max_blocks_per_seq = f.u32(1, 512);
+  a.num_q_heads = f.u32(1, 128);
+  a.num_kv_heads = 1;
+  a.q_head_dim = q_head_dim;
+  a.kv_cache_dim = 576;
+  a.block_size = block_size;
+  a.inv_sqrt_d = f.f32(0.01f, 0.2f);
+  a.num_seqs = f.u32(1, 16);
+  return a;
+}
+
+// The kernel arguments those fields become, in order, followed by `rest`.
+template <typename Args>
+std::vector<MockArg> decode_launch_args(const Args& a, const std::vector<MockArg>& rest) {
+  std::vector<MockArg> args = {MockArg::of(a.q),
+                               MockArg::of(a.k_cache),
+                               MockArg::of(a.v_cache),
+                               MockArg::of(a.o),
+                               MockArg::of(a.block_tables),
+                               MockArg::of(a.seq_lens),
+                               MockArg::of(a.max_blocks_per_seq),
+                               MockArg::of(a.num_q_heads),
+                               MockArg::of(a.num_kv_heads),
+                               MockArg::of(a.q_head_dim),
+                               MockArg::of(a.kv_cache_dim),
+                               MockArg::of(a.block_size),
+                               MockArg::of(a.inv_sqrt_d)};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return args;
+}
+
 }  // namespace
 
 TEST_CASE("mla mock: MlaKernels::resolve looks each entry up once, in order") {
   MockDevice m;
-  const ops::MlaKernels k = MlaMock::resolve(*m.dev);
+  const ops::MlaKernels k = resolve_kernels<ops::MlaKernels>(*m.dev);
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"mla", "mla_batched_gemv"},       {"mla", "mla_q_rope_scatter"},
       {"mla", "mla_q_rope_writeback"},   {"mla", "mla_cache_assemble"},
@@ -53,7 +88,7 @@ TEST_CASE("mla mock: MlaKernels::resolve looks each entry up once, in order") {
   };
   CHECK(m.mock.lookups() == expected);
   CHECK(k.mla_paged_decode_fp8.entry() == "mla_paged_decode_fp8");
-  MlaMock::resolve(*m.dev);
+  resolve_kernels<ops::MlaKernels>(*m.dev);
   CHECK(m.mock.lookups().size() == expected.size());
 
   SUBCASE("the first missing entry stops the lookups") {
@@ -78,11 +113,11 @@ TEST_CASE("mla mock: mla_batched_gemv") {
                                   .input_stride = k + f.u32(0, 64),
                                   .output_stride = n_out + f.u32(0, 64)};
   REQUIRE_OK(ops::mla_batched_gemv(*f.dev, f.kernels, a, f.stream));
-  check_launch(f.only_launch(),
-               {"mla", "mla_batched_gemv", Dim3{(n_out + 7) / 8, a.num_heads}, Dim3{256}, f.stream,
-                {MockArg::of(a.input), MockArg::of(a.weight), MockArg::of(a.output),
-                 MockArg::of(a.n_out), MockArg::of(a.k), MockArg::of(a.input_stride),
-                 MockArg::of(a.output_stride)}});
+  check_launch(
+      f.only_launch(), "mla", "mla_batched_gemv", Dim3{(n_out + 7) / 8, a.num_heads}, Dim3{256},
+      f.stream,
+      {MockArg::of(a.input), MockArg::of(a.weight), MockArg::of(a.output), MockArg::of(a.n_out),
+       MockArg::of(a.k), MockArg::of(a.input_stride), MockArg::of(a.output_stride)});
 
   SUBCASE("no outputs or no heads launch nothing") {
     ops::MlaBatchedGemvArgs e = a;
@@ -118,12 +153,11 @@ TEST_CASE("mla mock: mla_q_rope_scatter and mla_q_rope_writeback") {
                                    .kv_lora = 512,
                                    .mla_cache_dim = 576};
   REQUIRE_OK(ops::mla_q_rope_scatter(*f.dev, f.kernels, s, f.stream));
-  check_launch(f.only_launch(),
-               {"mla", "mla_q_rope_scatter", Dim3{1}, Dim3{256}, f.stream,
-                {MockArg::of(s.q_full), MockArg::of(s.q_absorbed_buf),
-                 MockArg::of(s.q_rope_contiguous), MockArg::of(s.nq), MockArg::of(s.hd),
-                 MockArg::of(s.nope), MockArg::of(s.rope), MockArg::of(s.kv_lora),
-                 MockArg::of(s.mla_cache_dim)}});
+  check_launch(
+      f.only_launch(), "mla", "mla_q_rope_scatter", Dim3{1}, Dim3{256}, f.stream,
+      {MockArg::of(s.q_full), MockArg::of(s.q_absorbed_buf), MockArg::of(s.q_rope_contiguous),
+       MockArg::of(s.nq), MockArg::of(s.hd), MockArg::of(s.nope), MockArg::of(s.rope),
+       MockArg::of(s.kv_lora), MockArg::of(s.mla_cache_dim)});
 
   const ops::MlaQRopeWritebackArgs w{.q_rope_direct = f.fake_ptr(),
                                      .q_absorbed_buf = s.q_absorbed_buf,
@@ -134,10 +168,9 @@ TEST_CASE("mla mock: mla_q_rope_scatter and mla_q_rope_writeback") {
   REQUIRE_OK(ops::mla_q_rope_writeback(*f.dev, f.kernels, w, f.stream));
   const auto launches = f.mock.launches();
   REQUIRE(launches.size() == 2);
-  check_launch(launches[1], {"mla", "mla_q_rope_writeback", Dim3{1}, Dim3{256}, f.stream,
-                             {MockArg::of(w.q_rope_direct), MockArg::of(w.q_absorbed_buf),
-                              MockArg::of(w.nq), MockArg::of(w.rope), MockArg::of(w.kv_lora),
-                              MockArg::of(w.mla_cache_dim)}});
+  check_launch(launches[1], "mla", "mla_q_rope_writeback", Dim3{1}, Dim3{256}, f.stream,
+               {MockArg::of(w.q_rope_direct), MockArg::of(w.q_absorbed_buf), MockArg::of(w.nq),
+                MockArg::of(w.rope), MockArg::of(w.kv_lora), MockArg::of(w.mla_cache_dim)});
 
   SUBCASE("nothing to copy launches nothing") {
     ops::MlaQRopeScatterArgs e = s;
@@ -171,11 +204,10 @@ TEST_CASE("mla mock: mla_cache_assemble") {
                                     .rope = 64,
                                     .mla_cache_dim = 576};
   REQUIRE_OK(ops::mla_cache_assemble(*f.dev, f.kernels, a, f.stream));
-  check_launch(f.only_launch(),
-               {"mla", "mla_cache_assemble", Dim3{1}, Dim3{576}, f.stream,
-                {MockArg::of(a.kv_latent), MockArg::of(a.k_rope), MockArg::of(a.k_cache),
-                 MockArg::of(a.v_cache), MockArg::of(a.kv_lora), MockArg::of(a.rope),
-                 MockArg::of(a.mla_cache_dim)}});
+  check_launch(f.only_launch(), "mla", "mla_cache_assemble", Dim3{1}, Dim3{576}, f.stream,
+               {MockArg::of(a.kv_latent), MockArg::of(a.k_rope), MockArg::of(a.k_cache),
+                MockArg::of(a.v_cache), MockArg::of(a.kv_lora), MockArg::of(a.rope),
+                MockArg::of(a.mla_cache_dim)});
 
   SUBCASE("a small row still gets 256 threads") {
     ops::MlaCacheAssembleArgs small = a;
@@ -198,27 +230,14 @@ TEST_CASE("mla mock: mla_cache_assemble") {
 TEST_CASE("mla mock: mla_paged_decode_fp8") {
   MlaMock f;
   const uint32_t block_size = 64;
-  ops::MlaPagedDecodeFp8Args a{.q = f.fake_ptr(),
-                               .k_cache = f.fake_ptr(),
-                               .v_cache = f.fake_ptr(),
-                               .o = f.fake_ptr(),
-                               .block_tables = f.fake_ptr(),
-                               .seq_lens = f.fake_ptr(),
-                               .max_blocks_per_seq = f.u32(1, 512),
-                               .num_q_heads = f.u32(1, 128),
-                               .num_kv_heads = 1,
-                               .q_head_dim = 576,
-                               .kv_cache_dim = 576,
-                               .block_size = block_size,
-                               .inv_sqrt_d = f.f32(0.01f, 0.2f),
-                               .k_scale = f.f32(0.01f, 1.0f),
-                               .v_scale = f.f32(0.01f, 1.0f),
-                               .cache_stride = uint64_t{block_size} * 576 + f.u32(0, 4) * 64,
-                               .num_seqs = f.u32(1, 16),
-                               .sliding_window = f.u32(0, 4096),
-                               .sinks = f.fake_ptr(),
-                               .comp_pool = f.fake_ptr(),
-                               .comp_block_count = f.u32(1, 64)};
+  auto a = random_decode_args<ops::MlaPagedDecodeFp8Args>(f, block_size, 576);
+  a.k_scale = f.f32(0.01f, 1.0f);
+  a.v_scale = f.f32(0.01f, 1.0f);
+  a.cache_stride = uint64_t{block_size} * 576 + f.u32(0, 4) * 64;
+  a.sliding_window = f.u32(0, 4096);
+  a.sinks = f.fake_ptr();
+  a.comp_pool = f.fake_ptr();
+  a.comp_block_count = f.u32(1, 64);
   SUBCASE("sinks and compressed pool given") {}
   SUBCASE("no sinks, no compressed pool") {
     a.sinks = DevicePtr{};
@@ -226,17 +245,12 @@ TEST_CASE("mla mock: mla_paged_decode_fp8") {
     a.comp_block_count = 0;
   }
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
-  check_launch(f.only_launch(),
-               {"mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs}, Dim3{256}, f.stream,
-                {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
-                 MockArg::of(a.o), MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
-                 MockArg::of(a.max_blocks_per_seq), MockArg::of(a.num_q_heads),
-                 MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
-                 MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size),
-                 MockArg::of(a.inv_sqrt_d), MockArg::of(a.k_scale), MockArg::of(a.v_scale),
-                 MockArg::of(a.cache_stride), MockArg::of(a.sliding_window),
-                 MockArg::of(a.sinks), MockArg::of(a.comp_pool),
-                 MockArg::of(a.comp_block_count)}});
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs},
+               Dim3{256}, f.stream,
+               decode_launch_args(
+                   a, {MockArg::of(a.k_scale), MockArg::of(a.v_scale), MockArg::of(a.cache_stride),
+                       MockArg::of(a.sliding_window), MockArg::of(a.sinks),
+                       MockArg::of(a.comp_pool), MockArg::of(a.comp_block_count)}));
 }
 
 TEST_CASE("mla mock: mla_paged_decode_fp8 refuses what the kernel cannot run") {
@@ -264,7 +278,12 @@ TEST_CASE("mla mock: mla_paged_decode_fp8 refuses what the kernel cannot run") {
   bad([](auto& b) { b.q_head_dim = 0; }, "q_head_dim must be > 0");
   bad([](auto& b) { b.kv_cache_dim = b.q_head_dim = 64; }, "kv_cache_dim 64");
   bad([](auto& b) { b.kv_cache_dim = 1040; }, "kv_cache_dim 1040");
-  bad([](auto& b) { b.num_q_heads = 15; b.num_kv_heads = 2; }, "multiple of num_kv_heads");
+  bad(
+      [](auto& b) {
+        b.num_q_heads = 15;
+        b.num_kv_heads = 2;
+      },
+      "multiple of num_kv_heads");
   bad([](auto& b) { b.block_size = 0; }, "block_size");
   bad([](auto& b) { b.cache_stride = 16 * 576 - 1; }, "cache_stride");
   bad([](auto& b) { b.k_scale = 0.0f; }, "k_scale");
@@ -287,44 +306,24 @@ TEST_CASE("mla mock: mla_paged_decode_nvfp4") {
   CHECK(layout.data_section_bytes == uint64_t{block_size} * 576 / 2);
   CHECK(layout.block_stride_bytes % 16 == 0);
   CHECK(layout.block_stride_bytes >= layout.data_section_bytes + uint64_t{block_size} * 576 / 16);
-  CHECK(layout.block_stride_bytes < layout.data_section_bytes + uint64_t{block_size} * 576 / 16 + 16);
-  const ops::MlaPagedDecodeNvfp4Args a{.q = f.fake_ptr(),
-                                       .k_cache = f.fake_ptr(),
-                                       .v_cache = f.fake_ptr(),
-                                       .o = f.fake_ptr(),
-                                       .block_tables = f.fake_ptr(),
-                                       .seq_lens = f.fake_ptr(),
-                                       .max_blocks_per_seq = f.u32(1, 512),
-                                       .num_q_heads = f.u32(1, 128),
-                                       .num_kv_heads = 1,
-                                       .q_head_dim = 512,
-                                       .kv_cache_dim = 576,
-                                       .block_size = block_size,
-                                       .inv_sqrt_d = f.f32(0.01f, 0.2f),
-                                       .block_stride_bytes = layout.block_stride_bytes + 256,
-                                       .data_section_bytes = layout.data_section_bytes,
-                                       .num_seqs = f.u32(1, 16)};
+  CHECK(layout.block_stride_bytes <
+        layout.data_section_bytes + uint64_t{block_size} * 576 / 16 + 16);
+  auto a = random_decode_args<ops::MlaPagedDecodeNvfp4Args>(f, block_size, 512);
+  a.block_stride_bytes = layout.block_stride_bytes + 256;
+  a.data_section_bytes = layout.data_section_bytes;
   REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
-  check_launch(f.only_launch(),
-               {"mla", "mla_paged_decode_nvfp4", Dim3{a.num_q_heads, a.num_seqs}, Dim3{256},
-                f.stream,
-                {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
-                 MockArg::of(a.o), MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
-                 MockArg::of(a.max_blocks_per_seq), MockArg::of(a.num_q_heads),
-                 MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
-                 MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size),
-                 MockArg::of(a.inv_sqrt_d), MockArg::of(a.block_stride_bytes),
-                 MockArg::of(a.data_section_bytes)}});
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_nvfp4", Dim3{a.num_q_heads, a.num_seqs},
+               Dim3{256}, f.stream,
+               decode_launch_args(
+                   a, {MockArg::of(a.block_stride_bytes), MockArg::of(a.data_section_bytes)}));
 
   SUBCASE("sections too small for a block are refused") {
     ops::MlaPagedDecodeNvfp4Args b = a;
     b.data_section_bytes = layout.data_section_bytes - 1;
-    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "data_section_bytes",
-              1);
+    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "data_section_bytes", 1);
     b = a;
     b.block_stride_bytes = a.data_section_bytes + uint64_t{block_size} * 576 / 16 - 1;
-    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "block_stride_bytes",
-              1);
+    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "block_stride_bytes", 1);
     b = a;
     b.kv_cache_dim = 584;  // not a multiple of 16
     f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "multiple of 16", 1);

@@ -17,6 +17,23 @@
 
 namespace mlatest {
 
+template <typename Kernels>
+Kernels resolve_kernels(sparkrt::Device& dev) {
+  auto k = Kernels::resolve(dev);
+  REQUIRE_MESSAGE(k.ok(), k.status().ToString());
+  return *k;
+}
+
+// A cpu device, its resolved `Kernels` and a random generator whose seed the
+// test reports with INFO.
+template <typename Kernels>
+struct CpuDevice {
+  std::unique_ptr<sparkrt::Device> dev = opstest::open_device("cpu");
+  Kernels kernels = resolve_kernels<Kernels>(*dev);
+  uint64_t seed = opstest::fresh_seed();
+  std::mt19937_64 gen{seed};
+};
+
 // A fresh mock device, its inspector and a stream of its own.
 struct MockDevice {
   std::unique_ptr<sparkrt::Device> dev = opstest::open_device("mock");
@@ -46,29 +63,24 @@ struct MockDevice {
   }
 };
 
-// What a launch must look like; shared memory is always 0 (every MLA kernel
-// uses static shared memory only).
-struct ExpectedLaunch {
-  const char* module;
-  const char* entry;
-  sparkrt::Dim3 grid;
-  sparkrt::Dim3 block;
-  sparkrt::Stream stream;
-  std::vector<sparkrt::testing::MockArg> args;
-};
-
-inline void check_launch(const sparkrt::testing::MockLaunch& got, const ExpectedLaunch& want) {
+// `got` is the launch of module.entry with this geometry, on `stream`, with
+// exactly these arguments; shared memory is always 0 (every MLA kernel uses
+// static shared memory only).
+inline void check_launch(const sparkrt::testing::MockLaunch& got, const char* module,
+                         const char* entry, sparkrt::Dim3 grid, sparkrt::Dim3 block,
+                         sparkrt::Stream stream,
+                         const std::vector<sparkrt::testing::MockArg>& args) {
   INFO("recorded: ", got);
-  CHECK(got.module == want.module);
-  CHECK(got.entry == want.entry);
-  CHECK(got.grid == want.grid);
-  CHECK(got.block == want.block);
+  CHECK(got.module == module);
+  CHECK(got.entry == entry);
+  CHECK(got.grid == grid);
+  CHECK(got.block == block);
   CHECK(got.shared_mem == 0);
-  CHECK(got.stream == want.stream);
-  REQUIRE(got.args.size() == want.args.size());
-  for (size_t i = 0; i < want.args.size(); ++i) {
-    INFO("argument #", i, ": expected ", want.args[i]);
-    CHECK(got.args[i] == want.args[i]);
+  CHECK(got.stream == stream);
+  REQUIRE(got.args.size() == args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    INFO("argument #", i, ": expected ", args[i]);
+    CHECK(got.args[i] == args[i]);
   }
 }
 

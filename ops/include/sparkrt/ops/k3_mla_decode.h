@@ -104,8 +104,8 @@ struct K3MlaSdpaGateArgs {
   uint32_t dv = 0;
   bool use_gate = false;  // passed as u32 0/1
 };
-absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k,
-                              const K3MlaSdpaGateArgs& a, Stream stream = {});
+absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
+                              Stream stream = {});
 
 // ── KV caches ───────────────────────────────────────────────────────────────
 
@@ -212,8 +212,8 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
 // device rows, and downloads only the output. FailedPrecondition when `kv`
 // is full (checked first: nothing runs); `kv` is unchanged on error.
 absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(
-    Device& dev, const K3MlaDecodeKernels& kernels, const MlaConfig& cfg,
-    const MlaTokenInputs& in, MlaDeviceKv& kv, Stream stream = {});
+    Device& dev, const K3MlaDecodeKernels& kernels, const MlaConfig& cfg, const MlaTokenInputs& in,
+    MlaDeviceKv& kv, Stream stream = {});
 
 }  // namespace sparkrt::ops
 

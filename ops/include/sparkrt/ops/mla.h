@@ -90,7 +90,7 @@ struct MlaQRopeScatterArgs {
   DevicePtr q_absorbed_buf;     // bf16[nq][mla_cache_dim], rope parts written
   DevicePtr q_rope_contiguous;  // bf16[nq][rope], written
   uint32_t nq = 0;
-  uint32_t hd = 0;    // >= nope + rope
+  uint32_t hd = 0;  // >= nope + rope
   uint32_t nope = 0;
   uint32_t rope = 0;
   uint32_t kv_lora = 0;        // where the rope part starts in an absorbed row
@@ -109,8 +109,8 @@ struct MlaQRopeWritebackArgs {
   uint32_t kv_lora = 0;
   uint32_t mla_cache_dim = 0;  // >= kv_lora + rope
 };
-absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k,
-                                  const MlaQRopeWritebackArgs& a, Stream stream = {});
+absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k, const MlaQRopeWritebackArgs& a,
+                                  Stream stream = {});
 
 // One token's bf16 cache rows: k_cache = [kv_latent | k_rope | zeros],
 // v_cache = [kv_latent | zeros], mla_cache_dim values each.
@@ -152,8 +152,9 @@ struct MlaPagedDecodeNvfp4Args {
   uint32_t kv_cache_dim = kMlaCacheDim;  // a multiple of 16 in (64, 1024]
   uint32_t block_size = 0;
   float inv_sqrt_d = 0.0f;
+  // With values = block_size * num_kv_heads * kv_cache_dim per block:
   uint64_t block_stride_bytes = 0;  // >= data_section_bytes + values / 16
-  uint64_t data_section_bytes = 0;  // >= values / 2; values = block_size * num_kv_heads * kv_cache_dim
+  uint64_t data_section_bytes = 0;  // >= values / 2
   uint32_t num_seqs = 0;            // grid only
 };
 absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
@@ -188,17 +189,17 @@ struct MlaPagedDecodeFp8Args {
   uint32_t kv_cache_dim = kMlaCacheDim;  // in (64, 1024]
   uint32_t block_size = 0;
   float inv_sqrt_d = 0.0f;
-  float k_scale = 1.0f;  // > 0
-  float v_scale = 1.0f;  // > 0
-  uint64_t cache_stride = 0;  // bytes per block, >= block_size * num_kv_heads * kv_cache_dim
-  uint32_t num_seqs = 0;      // grid only
-  uint32_t sliding_window = 0;   // 0: the whole context
-  DevicePtr sinks{};             // f32[num_q_heads] or null
-  DevicePtr comp_pool{};         // fp8 compressed rows or null (then comp_block_count must be 0)
+  float k_scale = 1.0f;         // > 0
+  float v_scale = 1.0f;         // > 0
+  uint64_t cache_stride = 0;    // bytes per block, >= block_size * num_kv_heads * kv_cache_dim
+  uint32_t num_seqs = 0;        // grid only
+  uint32_t sliding_window = 0;  // 0: the whole context
+  DevicePtr sinks{};            // f32[num_q_heads] or null
+  DevicePtr comp_pool{};        // fp8 compressed rows or null (then comp_block_count must be 0)
   uint32_t comp_block_count = 0;
 };
-absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k,
-                                  const MlaPagedDecodeFp8Args& a, Stream stream = {});
+absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPagedDecodeFp8Args& a,
+                                  Stream stream = {});
 
 }  // namespace sparkrt::ops
 
