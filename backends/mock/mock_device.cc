@@ -212,7 +212,8 @@ absl::StatusOr<std::unique_ptr<sdk::Module>> MockDevice::load_module(
   modules_.insert(module.get());
   ++counters_.module_loads;
   if (log_.is_open()) {
-    scratch_.assign("[");
+    scratch_.clear();  // not assign("["): GCC 12 -O3 reports a false -Wrestrict
+    scratch_.push_back('[');
     for (size_t i = 0; i < module->entries_.size(); ++i) {
       if (i != 0) scratch_.push_back(',');
       JsonLog::append_string(scratch_, module->entries_[i]);
@@ -740,7 +741,8 @@ void MockDevice::log_launch(const sdk::Launch& l, const MockKernel& kernel) {
   log_.raw_field("block", scratch_);
   log_.field("shared_mem", uint64_t{l.shared_memory_bytes});
   log_.field("stream", l.stream);
-  scratch_.assign("[");
+  scratch_.clear();  // not assign("["): GCC 12 -O3 reports a false -Wrestrict
+  scratch_.push_back('[');
   for (size_t i = 0; i < l.arg_sizes.size(); ++i) {
     if (i != 0) scratch_.push_back(',');
     append_arg_json(scratch_, l.arg_kinds[i], l.params.subspan(l.arg_offsets[i], l.arg_sizes[i]));

@@ -2,6 +2,11 @@
 // the cuda backend, through the op wrappers, against the copy ceiling.
 //
 //   sparkrt_kv_cache_bench [--json out.json] [--reps 15] [--quick]
+//                          [--decode-only] [--decode-subset]
+//
+// --decode-only skips the cache writes; --decode-subset times a few decode
+// shapes that span the cases (batch 1 and large batches, GQA 4 and 8, MHA),
+// for comparing kernel builds (SPARKRT_KERNEL_PATH) in one session.
 //
 // Each configuration is timed as a CUDA graph of back-to-back ops (captured
 // through sparkrt.graph.v1, so host submission never starves the GPU),
@@ -66,6 +71,8 @@ struct Args {
   std::string json;
   int reps = 15;
   bool quick = false;
+  bool decode_only = false;
+  bool decode_subset = false;
 };
 
 // Device memory freed at scope exit.
@@ -360,8 +367,16 @@ int main(int argc, char** argv) {
       args.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--quick") {
       args.quick = true;
+    } else if (a == "--decode-only") {
+      args.decode_only = true;
+    } else if (a == "--decode-subset") {
+      args.decode_only = true;
+      args.decode_subset = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] "
+                   "[--decode-subset]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -386,9 +401,24 @@ int main(int argc, char** argv) {
     batches = {1, 32};
     contexts = {4096};
   }
-  for (bool fp8 : {false, true})
-    for (uint32_t t : tokens) rows.push_back(bench_cache_write(dev, k, fill, stream, gen, fp8, t, args.reps));
+  if (!args.decode_only)
+    for (bool fp8 : {false, true})
+      for (uint32_t t : tokens)
+        rows.push_back(bench_cache_write(dev, k, fill, stream, gen, fp8, t, args.reps));
+  struct Shape {
+    uint32_t batch, context, q_heads, kv_heads;
+  };
+  const Shape subset[] = {{1, 4096, 32, 8},   {1, 32768, 32, 8}, {8, 16384, 32, 8},
+                          {32, 4096, 32, 8},  {128, 16384, 32, 8}, {1, 8192, 64, 8},
+                          {32, 8192, 64, 8},  {32, 4096, 32, 32}};
+  if (args.decode_subset) {
+    for (bool fp8 : {false, true})
+      for (const Shape& sh : subset)
+        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, sh.batch, sh.context,
+                                    sh.q_heads, sh.kv_heads, args.reps));
+  }
   for (bool fp8 : {false, true}) {
+    if (args.decode_subset) break;
     for (uint32_t b : batches)
       for (uint32_t c : contexts)
         rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, b, c, 32, 8, args.reps));

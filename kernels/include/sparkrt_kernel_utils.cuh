@@ -48,6 +48,22 @@ __device__ __forceinline__ void fp8x2_to_float(uint32_t w16, float& lo, float& h
 #endif
 }
 
+// Two E4M3 bytes (element 0 in the low byte) to two f16 packed in a word
+// (element 0 in the low half); exact, since every E4M3 value is an f16.
+__device__ __forceinline__ uint32_t fp8x2_to_half2_bits(uint32_t w16) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w16 & 0xffffu), __NV_E4M3);
+  return uint32_t{h.x} | (uint32_t{h.y} << 16);
+}
+
+// Byte permute: result byte i is byte sel[4i+3:4i] of the eight bytes {b, a}
+// (a is bytes 0-3).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
 __device__ __forceinline__ void fp8x8_to_float(const uint2& v, float (&f)[8]) {
   fp8x2_to_float(v.x & 0xffffu, f[0], f[1]);
   fp8x2_to_float(v.x >> 16, f[2], f[3]);

@@ -3,27 +3,73 @@
 // docs/kernels.md ("Module paged_attention").
 //
 // Design. Decode attention reads each K and V row once and does a few flops
-// per byte, so it is bound by memory bandwidth if enough loads are in flight.
-// A CTA of 256 threads serves `hpc` query heads (1, 2 or 4) that share one
-// KV head, so K/V are read once for all of them. A token row (head_dim
-// elements) is read by a group of head_dim/8 lanes, 8 elements each (16-byte
-// loads for bf16, 8-byte for fp8). Each warp walks its own share of the
-// tokens with its own online softmax (base 2: q is pre-scaled by
-// inv_sqrt_d * log2(e)) and no barrier, so the SM's warps overlap one
-// another's load latency. Per iteration a lane group loads K and V of a few
-// tokens at once, computes the hpc dot products (a reduce-scatter over the
-// group's lanes leaves each lane one head's score), updates the running max
-// and sum, and accumulates weight * V for its 8 dims of every head. At the end
-// the warps' partial results are merged through shared memory.
-// The split entries run the same loop on a slice of the tokens
-// (blockIdx.z of num_splits) and write unnormalised partials that
+// per byte, so it is bound by memory if enough loads are in flight and the
+// arithmetic stays off the issue path. A CTA of 8 warps serves `hpc` (up to
+// 8) query heads that share one KV head, so K/V are read once for all of
+// them. Each warp walks its own tiles of 8 tokens (16 for head_dim <= 64)
+// with its own online softmax (base 2) and no barrier, loading a tile's K and
+// V rows straight into registers and asking L2 for the next tile's rows; the
+// warps' results are merged through shared memory at the end.
+//
+// The products run on the tensor cores (mma.sync, f32 accumulate), with the
+// query heads as the 16 rows of the matrix (rows past hpc are zero):
+//   scores S[head][token] = q[head][:] . K[token][:]   (m16n8k16, A = q, B = K^T)
+//   O^T[dim][head] += V^T[dim][token] P^T[token][head] (m16n8k8 for 8-token
+//                                                        tiles, else k16; A = V^T)
+// so each lane's share of S is already the B operand of the second product
+// (no shuffles). Both reductions may run over any order of their index, which
+// lets every lane load whole 16-byte pieces of cache rows straight into
+// registers: for S, lane (g, c) (g = lane / 4, c = lane % 4) reads row g of
+// the tile's 8-token group at dims 8 (c + 4 i) .. + 8, which become its B
+// fragments for k-steps 2i and 2i + 1 (q's A fragments use the same dims);
+// for O^T, it reads tokens 2c, 2c + 1 (and + 8) at dims 8 (g + 8 j) .. + 8,
+// and one byte permute pairs the two tokens' values of a dim into a V^T
+// fragment register.
+//
+// Precision. bf16 caches use bf16 products: q, K and V are exact, and the
+// softmax weights P go in as a bf16 pair hi + lo (two products), so they keep
+// about 16 bits. fp8 caches use f16 products: K and V are exact in f16, q is
+// scaled per head by a power of two into f16's range (exact), P is f16.
+// Scores, softmax and sums are f32.
+//
+// The split entries run the same loop on a slice of the tokens (blockIdx.z
+// of num_splits) and write unnormalised partials that
 // paged_decode_attn_combine merges.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
 
 #include "sparkrt_kernel_utils.cuh"
+
+// Build-time tuning switches; the defaults are the versions measured best
+// on the H200 (docs/benchmarks.md, "KV-cache ops").
+//
+// Tokens per warp iteration for head_dim 65..128, in 8-token groups (2: 16
+// tokens, 1: 8), per cache dtype; head_dim <= 64 uses 2 and head_dim above
+// 128 uses 1. 1 fits the registers of two resident CTAs per multiprocessor
+// without spilling; 2 spills for bf16.
+#ifndef SPARKRT_PA_GROUPS_D128_BF16
+#define SPARKRT_PA_GROUPS_D128_BF16 1
+#endif
+#ifndef SPARKRT_PA_GROUPS_D128_FP8
+#define SPARKRT_PA_GROUPS_D128_FP8 1
+#endif
+// P > 0: each warp iteration asks L2 for the K and V rows of the iteration P
+// ahead (no registers held), so more bytes are in flight than the registers
+// allow.
+#ifndef SPARKRT_PA_PREFETCH
+#define SPARKRT_PA_PREFETCH 1
+#endif
+// Resident CTAs per multiprocessor the compiler budgets registers for, per
+// entry dtype.
+#ifndef SPARKRT_PA_MIN_CTAS
+#define SPARKRT_PA_MIN_CTAS 2
+#endif
+#ifndef SPARKRT_PA_MIN_CTAS_FP8
+#define SPARKRT_PA_MIN_CTAS_FP8 2
+#endif
 
 namespace {
 
@@ -31,38 +77,109 @@ using namespace sparkrt_kernels;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxHpc = 4;
+constexpr int kMaxHpc = 8;
 constexpr int kMaxHeadDim = 256;
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr uint32_t kFull = 0xffffffffu;
 
-// Per cache dtype: the load of one lane's 8 elements and its conversion.
+// Per cache dtype: a lane's 16-byte (bf16) or 8-byte (fp8) piece of a row,
+// 8 elements, and how it becomes mma operand registers.
 template <typename T>
 struct Cache;
 template <>
 struct Cache<__nv_bfloat16> {
-  using Vec = uint4;                      // 8 x bf16
-  static constexpr int kTokensPerLane = 4;  // 64 bytes each of K and V in flight per lane
-  static constexpr int kTokensPerLaneHpc4 = 4;
-  // Loads issued per iteration, waited for at once: measured faster for
-  // bf16 on the H200 than the pipelined schedule, which costs registers that
-  // bf16 rows need for loads in flight (docs/benchmarks.md).
-  static constexpr bool kPipelined = false;
-  static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
-    bf16x8_to_float(v, f);
+  using Vec = uint4;
+  static constexpr bool kF16 = false;
+  static constexpr int kGroupsD128 = SPARKRT_PA_GROUPS_D128_BF16;
+  // Register r of the piece as a B fragment: elements 2r, 2r + 1.
+  static __device__ __forceinline__ void k_regs(const Vec& v, uint32_t (&r)[4]) {
+    r[0] = v.x;
+    r[1] = v.y;
+    r[2] = v.z;
+    r[3] = v.w;
+  }
+  // Element 2r of tokens a and b (lo) and element 2r + 1 of both (hi), each
+  // pair as one register, token a in the low half.
+  template <int R>
+  static __device__ __forceinline__ void v_pair(const Vec& a, const Vec& b, uint32_t& lo,
+                                                uint32_t& hi) {
+    const uint32_t wa = R == 0 ? a.x : R == 1 ? a.y : R == 2 ? a.z : a.w;
+    const uint32_t wb = R == 0 ? b.x : R == 1 ? b.y : R == 2 ? b.z : b.w;
+    lo = prmt(wa, wb, 0x5410);
+    hi = prmt(wa, wb, 0x7632);
   }
 };
 template <>
 struct Cache<__nv_fp8_storage_t> {
-  using Vec = uint2;                      // 8 x e4m3
-  static constexpr int kTokensPerLane = 5;  // 40 bytes each of K and V in flight per lane
-  static constexpr int kTokensPerLaneHpc4 = 4;
-  // The next iteration's K and V loads are issued while this one computes:
-  // fp8 rows do more arithmetic per byte, and this hides their latency.
-  static constexpr bool kPipelined = true;
-  static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
-    fp8x8_to_float(v, f);
+  using Vec = uint2;
+  static constexpr bool kF16 = true;
+  static constexpr int kGroupsD128 = SPARKRT_PA_GROUPS_D128_FP8;
+  static __device__ __forceinline__ void k_regs(const Vec& v, uint32_t (&r)[4]) {
+    r[0] = fp8x2_to_half2_bits(v.x);
+    r[1] = fp8x2_to_half2_bits(v.x >> 16);
+    r[2] = fp8x2_to_half2_bits(v.y);
+    r[3] = fp8x2_to_half2_bits(v.y >> 16);
+  }
+  template <int R>
+  static __device__ __forceinline__ void v_pair(const Vec& a, const Vec& b, uint32_t& lo,
+                                                uint32_t& hi) {
+    const uint32_t wa = R < 2 ? a.x : a.y;
+    const uint32_t wb = R < 2 ? b.x : b.y;
+    // Bytes (a[2r], b[2r], a[2r + 1], b[2r + 1]) of the word, then to f16.
+    const uint32_t w = prmt(wa, wb, R % 2 == 0 ? 0x5140 : 0x7362);
+    lo = fp8x2_to_half2_bits(w);
+    hi = fp8x2_to_half2_bits(w >> 16);
   }
 };
+
+// d += A (16x16) * B (16x8), f32 accumulate; operands bf16 or f16.
+template <bool F16>
+__device__ __forceinline__ void mma_k16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (F16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+// d += A (16x8) * B (8x8).
+template <bool F16>
+__device__ __forceinline__ void mma_k8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  if constexpr (F16) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+  } else {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+  }
+}
+
+// A shared-memory read the compiler may not hoist out of the token loop
+// (which would hold the q fragments in registers again).
+__device__ __forceinline__ uint2 lds_u2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
 
 struct Params {
   const __nv_bfloat16* q;
@@ -82,30 +199,6 @@ struct Params {
   uint32_t num_splits;      // 0: non-split entry
 };
 
-// Sums s[0..HPC) over the LPT lanes of a group so that every lane ends with
-// the full sum of one head: halving exchanges first (HPC - 1 shuffles in all),
-// then plain butterflies. Returns the sum; *head says which head it is.
-template <int LPT, int HPC>
-__device__ __forceinline__ float reduce_scatter(float (&s)[HPC], int li, int* head) {
-  int h = 0;
-  int mask = LPT / 2;
-#pragma unroll
-  for (int n = HPC; n > 1; n /= 2, mask /= 2) {
-    const bool upper = (li & mask) != 0;
-#pragma unroll
-    for (int i = 0; i < n / 2; ++i) {
-      const float send = upper ? s[i] : s[i + n / 2];
-      const float keep = upper ? s[i + n / 2] : s[i];
-      s[i] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
-    }
-    if (upper) h += n / 2;
-  }
-#pragma unroll
-  for (int m = LPT / (2 * HPC); m >= 1; m /= 2) s[0] += __shfl_xor_sync(0xffffffffu, s[0], m);
-  *head = h;
-  return s[0];
-}
-
 // x / d and x % d for a divisor fixed per launch: shifts for a power of two
 // (the usual block sizes), else the division.
 struct BlockDiv {
@@ -119,27 +212,31 @@ struct BlockDiv {
   }
 };
 
-template <typename T, int LPT, int HPC>
-__device__ __forceinline__ void decode(const Params& p, float* red, float* s_ml) {
+// Shared memory of one CTA: the warps' (max, sum) per head and the buffer of
+// the tree reduction of their outputs (half the warps' accumulators at once).
+constexpr int kMaxAccRegs = 4 * 4 * (kMaxHeadDim / 64);  // m-tiles x 4 at head_dim 256
+struct Smem {
+  uint2 qa[2 * (kMaxHeadDim / 32)][32];  // q's A fragments, by k-step and lane
+  float ml[kWarps][kMaxHpc][2];
+  float red[kWarps / 2][kMaxAccRegs][32];
+};
+
+// NKC: 8-dim K pieces per lane (head_dim <= 32 NKC); NVC: V pieces per lane
+// (head_dim <= 64 NVC); TN: 8-token groups per warp iteration.
+template <typename T, int NKC, int NVC, int TN>
+__device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) {
   using C = Cache<T>;
   using Vec = typename C::Vec;
-  // Four heads' q and accumulators leave fewer registers for rows in flight.
-  constexpr int TPL = HPC == 4 && LPT < 32 ? C::kTokensPerLaneHpc4 : C::kTokensPerLane;
-  constexpr int GPW = 32 / LPT;       // lane groups per warp
-  constexpr int WT = GPW * TPL;       // tokens per warp iteration
-  constexpr int kHeadLanes = LPT / HPC;
-  static_assert(HPC <= kMaxHpc && LPT >= HPC, "layout");
+  constexpr bool F16 = C::kF16;
+  constexpr int MT = 4 * NVC;    // 16-dim m-tiles of O^T
+  constexpr int TT = 8 * TN;     // tokens per warp iteration
+  constexpr uint32_t kStride = kWarps * TT;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int li = lane % LPT;         // lane within its group
-  const int gw = lane / LPT;         // group within the warp
-  const int my_head = li / kHeadLanes;  // the head whose score reduce_scatter leaves here
-  const int group_base = lane - li;
+  const int g = lane / 4, c = lane % 4;
   const uint32_t D = p.head_dim;
-  const bool active = uint32_t(li) * 8 < D;  // head_dim below the group's width
-
   const uint32_t seq = blockIdx.y;
-  const uint32_t head0 = blockIdx.x * HPC;
+  const uint32_t head0 = blockIdx.x * hpc;
   const uint32_t group = p.num_q_heads / p.num_kv_heads;
   const uint32_t kvh = head0 / group;
 
@@ -158,308 +255,317 @@ __device__ __forceinline__ void decode(const Params& p, float* red, float* s_ml)
   }
   const BlockDiv bdiv(p.block_size);
 
-  // q for my 8 dims of each head, pre-scaled.
-  float q[HPC][8];
+  // q as the A operand: row g is head head0 + g (zero past hpc), k-step
+  // 2i + s takes dims 8 (c + 4i) + 4s + {0, 1} (register 0) and + {2, 3}
+  // (register 1); rows 8..15 are zero. Scores are acc * qsc. Every warp
+  // builds the same fragments; they wait in shared memory (registers are
+  // kept for loads in flight) and are read per k-step.
+  float qsc = p.q_scale;
+  {
+    float qf[NKC][8];
+    float mx = 0.f;
+    const __nv_bfloat16* qh =
+        p.q + uint64_t{seq} * p.q_stride + uint64_t{head0 + g} * D;
 #pragma unroll
-  for (int h = 0; h < HPC; ++h) {
-    const __nv_bfloat16* qh = p.q + uint64_t{seq} * p.q_stride + uint64_t{head0 + h} * D + li * 8;
+    for (int i = 0; i < NKC; ++i) {
+      const uint32_t d0 = 8 * (c + 4 * i);
+      const bool on = uint32_t(g) < hpc && d0 < D;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) q[h][j] = active ? __bfloat162float(qh[j]) * p.q_scale : 0.f;
+      for (int e = 0; e < 8; ++e) {
+        qf[i][e] = on ? __bfloat162float(qh[d0 + e]) : 0.f;
+        mx = fmaxf(mx, fabsf(qf[i][e]));
+      }
+    }
+    float mul = 1.f;
+    if constexpr (F16) {
+      // A power of two that brings the head's largest |q| to [2^14, 2^15):
+      // every bf16 value of the head is then exact in f16 or negligible.
+      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+      int e = 0;
+      if (mx > 0.f && mx < INFINITY) frexpf(mx, &e);  // mx in [2^(e-1), 2^e)
+      const int k = min(max(15 - e, -100), 100);
+      mul = ldexpf(1.f, k);
+      qsc = ldexpf(p.q_scale, -k);
+    }
+#pragma unroll
+    for (int i = 0; i < NKC; ++i)
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const float* f = &qf[i][4 * s];
+        uint2 a;
+        a.x = F16 ? pack_f16(f[0] * mul, f[1] * mul) : pack_bf16(f[0], f[1]);
+        a.y = F16 ? pack_f16(f[2] * mul, f[3] * mul) : pack_bf16(f[2], f[3]);
+        if (warp == 0) sm.qa[2 * i + s][lane] = a;
+      }
   }
-  float acc[HPC][8];
+  __syncthreads();
+  const uint32_t qa_addr = uint32_t(__cvta_generic_to_shared(&sm.qa[0][lane]));
+
+  // O^T accumulators: m-tile mt, register 2r + q is dim 8 (g + 8 (mt / 4)) +
+  // 2 (mt % 4) + r, head 2c + q.
+  float o[MT][4];
 #pragma unroll
-  for (int h = 0; h < HPC; ++h)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[h][j] = 0.f;
-  // Running max (warp-wide) and this group's running sum, for my_head.
+    for (int k = 0; k < 4; ++k) o[mt][k] = 0.f;
+  // Running max of head g (the same in the 4 lanes of a row) and this lane's
+  // part of its sum.
   float m_run = -INFINITY, l_run = 0.f;
 
   const T* kc = static_cast<const T*>(p.k_cache);
   const T* vc = static_cast<const T*>(p.v_cache);
   const int32_t* bt = p.block_tables + uint64_t{seq} * p.max_blocks_per_seq;
   const uint64_t row = uint64_t{p.num_kv_heads} * D;
-  const uint64_t lane_off = uint64_t{kvh} * D + li * 8;
+  const uint64_t head_off = uint64_t{kvh} * D;
 
-  // Two schedules of the same loop (see Cache<T>::kPipelined).
-  if constexpr (C::kPipelined) {
-    // Each warp walks its own tokens with its own online softmax: no barrier
-    // in the loop, so the SM's warps overlap one another's load latency.
-    // Iteration tokens: base + gw + GPW * i. Loads run one iteration ahead:
-    // K of the next iteration is issued as soon as this one's scores are done
-    // and V of the next as soon as this one's weighted sum is, so each lane
-    // always has loads in flight while it computes, with one K and one V set
-    // of registers.
-    constexpr uint32_t kStride = kWarps * WT;
-    auto tok_of = [&](uint32_t b, int i) { return b + gw + GPW * i; };
-    auto blocks_of = [&](uint32_t b, int32_t (&blk)[TPL]) {
+  // Lane l holds the block id of token base + l % TT, fetched one iteration
+  // ahead; the lanes that read a token take it by shuffle.
+  uint32_t base = t0 + warp * TT;
+  auto block_of = [&](uint32_t tile) {
+    const uint32_t tok = tile + lane % TT;
+    return tok < t1 ? bt[bdiv.div(tok)] : 0;
+  };
+  // Asks L2 for the K and V rows of the tile at `tile` (block id of token
+  // tile + lane % TT in `b`): 128-byte line x / 2 of the K row (x even) or
+  // the V row of that token.
+  auto prefetch_tile = [&](uint32_t tile, int32_t b) {
+    const uint32_t tok = tile + lane % TT;
+    if (tok >= t1) return;
+    const uint32_t lines = (D * uint32_t(sizeof(T)) + 127) / 128;
+    const uint64_t off =
+        uint64_t(uint32_t(b)) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + head_off;
+    for (uint32_t x = lane / TT; x < 2 * lines; x += 32 / TT)
+      prefetch_l2(reinterpret_cast<const char*>((x % 2 == 0 ? kc : vc) + off) + 128 * (x / 2));
+  };
+  int32_t blk = block_of(base);
+  if constexpr (SPARKRT_PA_PREFETCH >= 2) {
+    for (int d = 1; d < SPARKRT_PA_PREFETCH; ++d)
+      prefetch_tile(base + d * kStride, block_of(base + d * kStride));
+  }
+  for (; base < t1; base += kStride) {
+    // K: lane (g, c) reads token base + 8 nt + g, pieces c + 4i.
+    Vec kv[TN][NKC];
 #pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        const uint32_t tok = tok_of(b, i);
-        blk[i] = tok < t1 ? bt[bdiv.div(tok)] : 0;
-      }
-    };
-    auto load_rows = [&](const T* cache, uint32_t b, const int32_t (&blk)[TPL], Vec (&v)[TPL]) {
+    for (int nt = 0; nt < TN; ++nt) {
+      const uint32_t tok = base + 8 * nt + g;
+      const int32_t b = __shfl_sync(kFull, blk, 8 * nt + g);
+      const uint64_t off =
+          uint64_t(uint32_t(b)) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + head_off + 8 * c;
 #pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        const uint32_t tok = tok_of(b, i);
-        if (tok < t1 && active) {
-          // Laundered so the compiler recomputes the offset for V instead of
-          // keeping the K offsets live across the iteration (register spills).
-          int32_t b_i;
-          asm volatile("mov.b32 %0, %1;" : "=r"(b_i) : "r"(blk[i]));
-          const uint64_t off =
-              uint64_t(b_i) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + lane_off;
-          v[i] = load_stream(reinterpret_cast<const Vec*>(cache + off));
-        } else {
-          v[i] = Vec{};
-        }
-      }
-    };
-    uint32_t base = t0 + warp * WT;
-    int32_t blk[TPL];  // block ids of the iteration whose loads are issued next
-    Vec kv[TPL], vv[TPL];
-    blocks_of(base, blk);
-    load_rows(kc, base, blk, kv);
-    load_rows(vc, base, blk, vv);
-    blocks_of(base + kStride, blk);
-    for (; base < t1; base += kStride) {
-      const uint32_t next = base + kStride;
-
-      // Scores: after the reduce-scatter each lane holds my_head's score.
-      float s[TPL];
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        float kf[8];
-        C::to_float(kv[i], kf);
-        float d[HPC];
-#pragma unroll
-        for (int h = 0; h < HPC; ++h) {
-          float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-          for (int j = 0; j < 8; j += 2) {
-            d0 = fmaf(q[h][j], kf[j], d0);
-            d1 = fmaf(q[h][j + 1], kf[j + 1], d1);
-          }
-          d[h] = d0 + d1;
-        }
-        int hh;
-        const float score = reduce_scatter<LPT, HPC>(d, li, &hh);
-        s[i] = tok_of(base, i) < t1 ? score : -INFINITY;
-      }
-      load_rows(kc, next, blk, kv);  // K of the next iteration
-
-      // Online softmax for my_head over the warp's tokens of this iteration.
-      float mx = s[0];
-#pragma unroll
-      for (int i = 1; i < TPL; ++i) mx = fmaxf(mx, s[i]);
-#pragma unroll
-      for (int m = LPT; m < 32; m *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
-      const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
-      const float alpha = exp2f(m_run - m_new);
-      m_run = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        s[i] = exp2f(s[i] - m_new);  // 0 past the range
-        sum += s[i];
-      }
-      l_run = l_run * alpha + sum;
-
-      // Weighted V: every lane needs every head's weights, from the lanes
-      // holding them.
-#pragma unroll
-      for (int h = 0; h < HPC; ++h) {
-        const float a = __shfl_sync(0xffffffffu, alpha, group_base + h * kHeadLanes);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[h][j] *= a;
-      }
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        float vf[8];
-        C::to_float(vv[i], vf);
-#pragma unroll
-        for (int h = 0; h < HPC; ++h) {
-          const float w = __shfl_sync(0xffffffffu, s[i], group_base + h * kHeadLanes);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[h][j] = fmaf(w, vf[j], acc[h][j]);
-        }
-      }
-      load_rows(vc, next, blk, vv);  // V of the next iteration
-      blocks_of(next + kStride, blk);
-    }
-  } else {
-    // Each warp walks its own tokens with its own online softmax: no barrier
-    // in the loop, so the SM's warps overlap one another's load latency.
-    // Iteration tokens: base + gw + GPW * i; block ids are fetched one
-    // iteration ahead.
-    constexpr uint32_t kStride = kWarps * WT;
-    uint32_t base = t0 + warp * WT;
-    int32_t blk[TPL];
-#pragma unroll
-    for (int i = 0; i < TPL; ++i) {
-      const uint32_t tok = base + gw + GPW * i;
-      blk[i] = tok < t1 ? bt[bdiv.div(tok)] : 0;
-    }
-    for (; base < t1; base += kStride) {
-      Vec kv[TPL], vv[TPL];
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        const uint32_t tok = base + gw + GPW * i;
-        if (tok < t1 && active) {
-          const uint64_t off = uint64_t(blk[i]) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + lane_off;
-          kv[i] = load_stream(reinterpret_cast<const Vec*>(kc + off));
-          vv[i] = load_stream(reinterpret_cast<const Vec*>(vc + off));
-        } else {
-          kv[i] = Vec{};
-          vv[i] = Vec{};
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        const uint32_t ntok = base + kStride + gw + GPW * i;
-        blk[i] = ntok < t1 ? bt[bdiv.div(ntok)] : 0;
-      }
-
-      // Scores: after the reduce-scatter each lane holds my_head's score.
-      float s[TPL];
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        float kf[8];
-        C::to_float(kv[i], kf);
-        float d[HPC];
-#pragma unroll
-        for (int h = 0; h < HPC; ++h) {
-          float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-          for (int j = 0; j < 8; j += 2) {
-            d0 = fmaf(q[h][j], kf[j], d0);
-            d1 = fmaf(q[h][j + 1], kf[j + 1], d1);
-          }
-          d[h] = d0 + d1;
-        }
-        int hh;
-        const float score = reduce_scatter<LPT, HPC>(d, li, &hh);
-        s[i] = base + gw + GPW * i < t1 ? score : -INFINITY;
-      }
-
-      // Online softmax for my_head over the warp's tokens of this iteration.
-      float mx = s[0];
-#pragma unroll
-      for (int i = 1; i < TPL; ++i) mx = fmaxf(mx, s[i]);
-#pragma unroll
-      for (int m = LPT; m < 32; m *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
-      const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
-      const float alpha = exp2f(m_run - m_new);
-      m_run = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        s[i] = exp2f(s[i] - m_new);  // 0 past the range
-        sum += s[i];
-      }
-      l_run = l_run * alpha + sum;
-
-      // Weighted V: every lane needs every head's weights, from the lanes
-      // holding them.
-#pragma unroll
-      for (int h = 0; h < HPC; ++h) {
-        const float a = __shfl_sync(0xffffffffu, alpha, group_base + h * kHeadLanes);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[h][j] *= a;
-      }
-#pragma unroll
-      for (int i = 0; i < TPL; ++i) {
-        float vf[8];
-        C::to_float(vv[i], vf);
-#pragma unroll
-        for (int h = 0; h < HPC; ++h) {
-          const float w = __shfl_sync(0xffffffffu, s[i], group_base + h * kHeadLanes);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[h][j] = fmaf(w, vf[j], acc[h][j]);
-        }
+      for (int i = 0; i < NKC; ++i) {
+        if (tok < t1 && 8 * (c + 4 * i) < D)
+          kv[nt][i] = load_stream(reinterpret_cast<const Vec*>(kc + off + 32 * i));
+        else
+          kv[nt][i] = Vec{};
       }
     }
+    // V: lane (g, c) reads tokens base + 8 nt + 2c + u (index 2 nt + u),
+    // pieces g + 8j.
+    Vec vv[2 * TN][NVC];
+#pragma unroll
+    for (int nt = 0; nt < TN; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const uint32_t tok = base + 8 * nt + 2 * c + u;
+        const int32_t b = __shfl_sync(kFull, blk, 8 * nt + 2 * c + u);
+        const uint64_t off = uint64_t(uint32_t(b)) * p.block_stride +
+                             uint64_t{bdiv.mod(tok)} * row + head_off + 8 * g;
+#pragma unroll
+        for (int j = 0; j < NVC; ++j) {
+          if (tok < t1 && 8 * (g + 8 * j) < D)
+            vv[2 * nt + u][j] = load_stream(reinterpret_cast<const Vec*>(vc + off + 64 * j));
+          else
+            vv[2 * nt + u][j] = Vec{};
+        }
+      }
+    const int32_t blk_next = block_of(base + kStride);
+    int32_t blk_ahead = blk_next;
+    if constexpr (SPARKRT_PA_PREFETCH >= 2)
+      blk_ahead = block_of(base + SPARKRT_PA_PREFETCH * kStride);
+
+    // Scores of head g for tokens base + 8 nt + 2c + {0, 1}.
+    float s[TN][2];
+#pragma unroll
+    for (int nt = 0; nt < TN; ++nt) {
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < NKC; ++i) {
+        uint32_t kr[4];
+        C::k_regs(kv[nt][i], kr);
+        const uint2 qe = lds_u2(qa_addr + (2 * i) * 32 * sizeof(uint2));
+        const uint2 qo = lds_u2(qa_addr + (2 * i + 1) * 32 * sizeof(uint2));
+        mma_k16<F16>(acc, qe.x, 0u, qe.y, 0u, kr[0], kr[1]);
+        mma_k16<F16>(acc, qo.x, 0u, qo.y, 0u, kr[2], kr[3]);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const uint32_t tok = base + 8 * nt + 2 * c + u;
+        s[nt][u] = tok < t1 ? acc[u] * qsc : -INFINITY;
+      }
+    }
+
+    // Online softmax of head g over the iteration's tokens.
+    float mx = s[0][0];
+#pragma unroll
+    for (int nt = 0; nt < TN; ++nt) mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+    const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
+    const float alpha = exp2f(m_run - m_new);
+    m_run = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < TN; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        s[nt][u] = exp2f(s[nt][u] - m_new);  // 0 past the range
+        sum += s[nt][u];
+      }
+    l_run = l_run * alpha + sum;
+    // Rescale the outputs when some head's max moved: my columns are heads
+    // 2c and 2c + 1, whose alpha lanes 8c and 8c + 4 hold.
+    if (!__all_sync(kFull, alpha == 1.f)) {
+      const float a_lo = __shfl_sync(kFull, alpha, 8 * c);
+      const float a_hi = __shfl_sync(kFull, alpha, 8 * c + 4);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        o[mt][0] *= a_lo;
+        o[mt][1] *= a_hi;
+        o[mt][2] *= a_lo;
+        o[mt][3] *= a_hi;
+      }
+    }
+
+    if constexpr (SPARKRT_PA_PREFETCH >= 1)
+      prefetch_tile(base + SPARKRT_PA_PREFETCH * kStride, blk_ahead);
+
+    // P^T as the B operand (k = token 8 nt + 2c + u, n = head g): bf16 as
+    // hi + lo, f16 as is.
+    uint32_t ph[TN], pl[TN];
+#pragma unroll
+    for (int nt = 0; nt < TN; ++nt) {
+      if constexpr (F16) {
+        ph[nt] = pack_f16(s[nt][0], s[nt][1]);
+        pl[nt] = 0u;
+      } else {
+        ph[nt] = pack_bf16(s[nt][0], s[nt][1]);
+        const float h0 = __uint_as_float(ph[nt] << 16), h1 = __uint_as_float(ph[nt] & 0xffff0000u);
+        pl[nt] = pack_bf16(s[nt][0] - h0, s[nt][1] - h1);
+      }
+    }
+
+    // O^T += V^T P^T. A fragment rows g / g + 8 are elements 2r / 2r + 1 of
+    // piece j (mt = 4j + r); columns are the tokens.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int j = mt / 4;
+      uint32_t a0, a1, a2 = 0, a3 = 0;
+      auto pair = [&](const Vec& x, const Vec& y, uint32_t& lo, uint32_t& hi) {
+        switch (mt % 4) {
+          case 0: C::template v_pair<0>(x, y, lo, hi); break;
+          case 1: C::template v_pair<1>(x, y, lo, hi); break;
+          case 2: C::template v_pair<2>(x, y, lo, hi); break;
+          default: C::template v_pair<3>(x, y, lo, hi); break;
+        }
+      };
+      pair(vv[0][j], vv[1][j], a0, a1);
+      if constexpr (TN == 2) {
+        pair(vv[2][j], vv[3][j], a2, a3);
+        mma_k16<F16>(o[mt], a0, a1, a2, a3, ph[0], ph[1]);
+        if constexpr (!F16) mma_k16<F16>(o[mt], a0, a1, a2, a3, pl[0], pl[1]);
+      } else {
+        mma_k8<F16>(o[mt], a0, a1, ph[0]);
+        if constexpr (!F16) mma_k8<F16>(o[mt], a0, a1, pl[0]);
+      }
+    }
+    blk = blk_next;
   }
 
-  // The warp's groups share the running max: sum their outputs and sums.
-#pragma unroll
-  for (int m = LPT; m < 32; m *= 2) {
-    l_run += __shfl_xor_sync(0xffffffffu, l_run, m);
-#pragma unroll
-    for (int h = 0; h < HPC; ++h)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[h][j] += __shfl_xor_sync(0xffffffffu, acc[h][j], m);
-  }
-  // Then the warps, each with its own max, through shared memory.
-  if (lane < LPT) {
-    if (active) {
-#pragma unroll
-      for (int h = 0; h < HPC; ++h) {
-        float4* dst = reinterpret_cast<float4*>(red + (warp * HPC + h) * D + li * 8);
-        dst[0] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
-        dst[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
-      }
-    }
-    if (li % kHeadLanes == 0) {
-      s_ml[(warp * HPC + my_head) * 2] = m_run;
-      s_ml[(warp * HPC + my_head) * 2 + 1] = l_run;
-    }
+  // Merge the warps: a common max per head, then a tree sum of the
+  // accumulators through shared memory.
+  l_run += __shfl_xor_sync(kFull, l_run, 1);
+  l_run += __shfl_xor_sync(kFull, l_run, 2);
+  if (c == 0) {
+    sm.ml[warp][g][0] = m_run;
+    sm.ml[warp][g][1] = l_run;
   }
   __syncthreads();
-  for (uint32_t idx = threadIdx.x; idx < HPC * D; idx += kThreads) {
-    const uint32_t h = idx / D, d = idx % D;
+  float mh[2], lh[2];  // the CTA's max and sum of heads 2c, 2c + 1
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int h = 2 * c + q;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, s_ml[(w * HPC + h) * 2]);
-    float sum = 0.f, l = 0.f;
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, sm.ml[w][h][0]);
+    float l = 0.f, f = 0.f;
     if (m != -INFINITY) {
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = exp2f(s_ml[(w * HPC + h) * 2] - m);  // 0 for a warp without tokens
-        sum += f * red[(w * HPC + h) * D + d];
-        l += f * s_ml[(w * HPC + h) * 2 + 1];
-      }
+      for (int w = 0; w < kWarps; ++w) l += exp2f(sm.ml[w][h][0] - m) * sm.ml[w][h][1];
+      f = exp2f(sm.ml[warp][h][0] - m);  // 0 for a warp without tokens
     }
+    mh[q] = m;
+    lh[q] = l;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      o[mt][q] *= f;
+      o[mt][q + 2] *= f;
+    }
+  }
+#pragma unroll
+  for (int half = kWarps / 2; half >= 1; half /= 2) {
+    if (warp >= half && warp < 2 * half) {
+#pragma unroll
+      for (int k = 0; k < 4 * MT; ++k) sm.red[warp - half][k][lane] = o[k / 4][k % 4];
+    }
+    __syncthreads();
+    if (warp < half) {
+#pragma unroll
+      for (int k = 0; k < 4 * MT; ++k) o[k / 4][k % 4] += sm.red[warp][k][lane];
+    }
+    __syncthreads();
+  }
+  if (warp != 0) return;
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const uint32_t h = 2 * c + q;
+    if (h >= hpc) continue;
     const uint64_t qrow = uint64_t{seq} * p.num_q_heads + head0 + h;
-    if (p.num_splits == 0) {
-      p.out[qrow * D + d] = __float2bfloat16_rn(l > 0.f ? sum * p.v_scale / l : 0.f);
-    } else {
-      const uint64_t prow = qrow * p.num_splits + blockIdx.z;
-      p.part_acc[prow * D + d] = sum * p.v_scale;
-      if (d == 0) {
-        p.part_ml[2 * prow] = m;
-        p.part_ml[2 * prow + 1] = l;
+    const float inv = lh[q] > 0.f ? p.v_scale / lh[q] : 0.f;
+    const uint64_t prow = qrow * p.num_splits + blockIdx.z;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t d = 8 * (g + 8 * (mt / 4)) + 2 * (mt % 4) + r;
+        if (d >= D) continue;
+        if (p.num_splits == 0)
+          p.out[qrow * D + d] = __float2bfloat16_rn(o[mt][2 * r + q] * inv);
+        else
+          p.part_acc[prow * D + d] = o[mt][2 * r + q] * p.v_scale;
       }
+    if (p.num_splits != 0 && g == 0) {
+      p.part_ml[2 * prow] = mh[q];
+      p.part_ml[2 * prow + 1] = lh[q];
     }
   }
 }
 
-// Chooses the instance for this launch: lanes per token from head_dim,
+// Chooses the instance for this launch: the lane layout from head_dim, the
 // heads per CTA from the grid. Launches outside the contract return without
 // writing (the op wrapper validates shapes first).
 template <typename T>
 __device__ __forceinline__ void dispatch(const Params& p) {
-  __shared__ __align__(16) float red[kWarps * kMaxHpc * kMaxHeadDim];  // per-warp outputs
-  __shared__ float s_ml[kWarps * kMaxHpc * 2];                         // per-warp (max, sum)
+  __shared__ __align__(16) Smem sm;
   const uint32_t D = p.head_dim;
   if (D == 0 || D % 8 != 0 || D > kMaxHeadDim || p.num_kv_heads == 0 ||
       p.num_q_heads % p.num_kv_heads != 0 || p.num_q_heads % gridDim.x != 0 || p.block_size == 0)
     return;
   const uint32_t hpc = p.num_q_heads / gridDim.x;
-  if ((p.num_q_heads / p.num_kv_heads) % hpc != 0) return;
-  const int lpt = D <= 64 ? 8 : (D <= 128 ? 16 : 32);
-#define SPARKRT_DECODE_CASE(L, H) \
-  if (lpt == L && hpc == H) return decode<T, L, H>(p, red, s_ml);
-  SPARKRT_DECODE_CASE(8, 1)
-  SPARKRT_DECODE_CASE(8, 2)
-  SPARKRT_DECODE_CASE(8, 4)
-  SPARKRT_DECODE_CASE(16, 1)
-  SPARKRT_DECODE_CASE(16, 2)
-  SPARKRT_DECODE_CASE(16, 4)
-  SPARKRT_DECODE_CASE(32, 1)
-  SPARKRT_DECODE_CASE(32, 2)
-  SPARKRT_DECODE_CASE(32, 4)
-#undef SPARKRT_DECODE_CASE
+  if (hpc == 0 || hpc > kMaxHpc || (p.num_q_heads / p.num_kv_heads) % hpc != 0) return;
+  if (D <= 64) return decode<T, 2, 1, 2>(p, hpc, sm);
+  if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128>(p, hpc, sm);
+  return decode<T, 8, 4, 1>(p, hpc, sm);
 }
 
 __device__ __forceinline__ Params make_params(const __nv_bfloat16* q, const void* k_cache,
@@ -488,9 +594,10 @@ __device__ __forceinline__ Params make_params(const __nv_bfloat16* q, const void
 
 }  // namespace
 
-#define SPARKRT_DECODE_BOUNDS __launch_bounds__(kThreads, 2)
+#define SPARKRT_DECODE_BOUNDS __launch_bounds__(kThreads, SPARKRT_PA_MIN_CTAS)
+#define SPARKRT_DECODE_BOUNDS_FP8 __launch_bounds__(kThreads, SPARKRT_PA_MIN_CTAS_FP8)
 
-// Grid (num_q_heads / hpc, num_seqs), block 256; hpc in {1, 2, 4} divides
+// Grid (num_q_heads / hpc, num_seqs), block 256; hpc <= 8 divides
 // num_q_heads / num_kv_heads.
 extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
@@ -505,7 +612,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16(
   dispatch<__nv_bfloat16>(p);
 }
 
-extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_fp8(
+extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8(
     const __nv_bfloat16* __restrict__ q, const __nv_fp8_storage_t* __restrict__ k_cache,
     const __nv_fp8_storage_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ out,
     const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,
@@ -542,7 +649,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16_split(
   dispatch<__nv_bfloat16>(p);
 }
 
-extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_fp8_split(
+extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8_split(
     const __nv_bfloat16* __restrict__ q, const __nv_fp8_storage_t* __restrict__ k_cache,
     const __nv_fp8_storage_t* __restrict__ v_cache, float* __restrict__ part_acc,
     float* __restrict__ part_ml, const int32_t* __restrict__ block_tables,
@@ -564,28 +671,79 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_fp8_split(
 
 // Merges the splits of one (sequence, query head): grid (num_q_heads,
 // num_seqs), block 256. out = sum_z 2^(m_z - M) acc_z / sum_z 2^(m_z - M) l_z,
-// zeros when every split was empty.
+// zeros when every split was empty. The weights are computed once into
+// shared memory; each thread then sums its dims over the splits with
+// independent loads.
 extern "C" __global__ void __launch_bounds__(kThreads) paged_decode_attn_combine(
     const float* __restrict__ part_acc, const float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, uint32_t num_q_heads, uint32_t head_dim,
     uint32_t num_splits) {
+  constexpr uint32_t kMaxSplits = kThreads;  // one weight per thread
+  __shared__ float wz[kMaxSplits];
+  __shared__ float s_m[kWarps], s_l[kWarps];
   const uint64_t qrow = uint64_t{blockIdx.y} * num_q_heads + blockIdx.x;
   const float* ml = part_ml + qrow * num_splits * 2;
-  float m = -INFINITY;
-  for (uint32_t z = 0; z < num_splits; ++z)
-    if (ml[2 * z + 1] > 0.f) m = fmaxf(m, ml[2 * z]);
-  float l = 0.f;
-  if (m != -INFINITY)
-    for (uint32_t z = 0; z < num_splits; ++z)
-      if (ml[2 * z + 1] > 0.f) l += exp2f(ml[2 * z] - m) * ml[2 * z + 1];
   const float* acc = part_acc + qrow * num_splits * head_dim;
-  for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float o = 0.f;
-    if (l > 0.f) {
+  if (num_splits > kMaxSplits) {  // more splits than the op makes: plain loops
+    float m = -INFINITY;
+    for (uint32_t z = 0; z < num_splits; ++z)
+      if (ml[2 * z + 1] > 0.f) m = fmaxf(m, ml[2 * z]);
+    float l = 0.f;
+    if (m != -INFINITY)
       for (uint32_t z = 0; z < num_splits; ++z)
-        if (ml[2 * z + 1] > 0.f) o += exp2f(ml[2 * z] - m) * acc[uint64_t{z} * head_dim + d];
-      o /= l;
+        if (ml[2 * z + 1] > 0.f) l += exp2f(ml[2 * z] - m) * ml[2 * z + 1];
+    for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+      float o = 0.f;
+      if (l > 0.f) {
+        for (uint32_t z = 0; z < num_splits; ++z)
+          if (ml[2 * z + 1] > 0.f) o += exp2f(ml[2 * z] - m) * acc[uint64_t{z} * head_dim + d];
+        o /= l;
+      }
+      out[qrow * head_dim + d] = __float2bfloat16_rn(o);
     }
-    out[qrow * head_dim + d] = __float2bfloat16_rn(o);
+    return;
+  }
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float mz = -INFINITY, lz = 0.f;
+  if (threadIdx.x < num_splits) {
+    mz = ml[2 * threadIdx.x];
+    lz = ml[2 * threadIdx.x + 1];
+    if (!(lz > 0.f)) mz = -INFINITY;  // an empty split takes no part
+  }
+  float m = mz;
+#pragma unroll
+  for (int k = 16; k >= 1; k /= 2) m = fmaxf(m, __shfl_xor_sync(kFull, m, k));
+  if (lane == 0) s_m[warp] = m;
+  __syncthreads();
+  m = s_m[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, s_m[w]);
+  const float w_mine = (m != -INFINITY && lz > 0.f) ? exp2f(mz - m) : 0.f;
+  if (threadIdx.x < num_splits) wz[threadIdx.x] = w_mine;
+  float l = w_mine * lz;
+#pragma unroll
+  for (int k = 16; k >= 1; k /= 2) l += __shfl_xor_sync(kFull, l, k);
+  if (lane == 0) s_l[warp] = l;
+  __syncthreads();
+  l = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) l += s_l[w];
+  __syncthreads();  // wz complete
+  // A split without tokens takes no part (weight 0, its partial not read).
+  auto term = [&](uint32_t z, uint32_t d) {
+    const float w = wz[z];
+    return w != 0.f ? w * acc[uint64_t{z} * head_dim + d] : 0.f;
+  };
+  for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float o0 = 0.f, o1 = 0.f, o2 = 0.f, o3 = 0.f;
+    uint32_t z = 0;
+    for (; z + 4 <= num_splits; z += 4) {
+      o0 += term(z, d);
+      o1 += term(z + 1, d);
+      o2 += term(z + 2, d);
+      o3 += term(z + 3, d);
+    }
+    for (; z < num_splits; ++z) o0 += term(z, d);
+    out[qrow * head_dim + d] = __float2bfloat16_rn(l > 0.f ? ((o0 + o1) + (o2 + o3)) / l : 0.f);
   }
 }

@@ -11,26 +11,11 @@
 
 #include "absl/strings/str_format.h"
 #include "numeric.h"
+#include "operands.h"
 #include "reference.h"
 
 namespace sparkrt::reference {
 namespace {
-
-// Argument `i` (named `name`) as `count` elements of T; on failure says what
-// the launch needed before the memory's own reason.
-template <typename T>
-absl::StatusOr<std::span<T>> operand(const Launch& l, uint32_t i, const char* name, uint64_t count,
-                                     const std::string& why) {
-  auto s = l.span<T>(i, count);
-  if (s.ok()) return s;
-  return absl::Status(s.status().code(),
-                      absl::StrFormat("%s: %s needs %d elements (%d bytes) for %s: %s", l.entry(),
-                                      name, count, count * sizeof(T), why, s.status().message()));
-}
-
-absl::Status invalid(const Launch& l, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrFormat("%s: %s", l.entry(), what));
-}
 
 // Largest slot in a pool addressable without overflowing a 64-bit extent.
 constexpr int64_t kMaxSlot = int64_t{1} << 40;
@@ -62,10 +47,10 @@ struct SlotWrite {
 absl::StatusOr<SlotWrite> plan_slot_write(const Launch& l, uint32_t slot_arg,
                                           const CacheGeometry& g) {
   if (g.num_kv_heads == 0 || g.head_dim == 0 || g.block_size == 0)
-    return invalid(l, absl::StrFormat("num_kv_heads %d, head_dim %d and block_size %d must be > 0",
+    return invalid_launch(l, absl::StrFormat("num_kv_heads %d, head_dim %d and block_size %d must be > 0",
                                       g.num_kv_heads, g.head_dim, g.block_size));
   if (g.block_stride < uint64_t{g.block_size} * g.row_elems())
-    return invalid(l, absl::StrFormat("cache block stride %d is below block_size * num_kv_heads * "
+    return invalid_launch(l, absl::StrFormat("cache block stride %d is below block_size * num_kv_heads * "
                                       "head_dim = %d elements",
                                       g.block_stride, uint64_t{g.block_size} * g.row_elems()));
   SlotWrite w;
@@ -92,7 +77,7 @@ uint64_t rows_extent(int64_t last_token, uint32_t stride, uint64_t row_elems) {
 absl::Status check_stride(const Launch& l, const char* name, uint32_t stride,
                           const CacheGeometry& g) {
   if (stride >= g.row_elems()) return absl::OkStatus();
-  return invalid(l, absl::StrFormat("%s %d is shorter than a row of num_kv_heads * head_dim = %d",
+  return invalid_launch(l, absl::StrFormat("%s %d is shorter than a row of num_kv_heads * head_dim = %d",
                                     name, stride, g.row_elems()));
 }
 
@@ -113,10 +98,10 @@ SPARKRT_REFERENCE_KERNEL(kv_cache, fill_slots_from_block_table) {
   const uint32_t count = launch.value<uint32_t>(3);
   const uint32_t block_size = launch.value<uint32_t>(4);
   if (count == 0) return absl::OkStatus();
-  if (block_size == 0) return invalid(launch, "block_size must be > 0");
+  if (block_size == 0) return invalid_launch(launch, "block_size must be > 0");
   const uint64_t threads = uint64_t{launch.grid()[0]} * launch.block()[0];
   if (threads < count)
-    return invalid(
+    return invalid_launch(
         launch, absl::StrFormat("grid %d x block %d covers %d of count %d slots",
                                 launch.grid()[0], launch.block()[0], threads, count));
   const uint64_t last = uint64_t{start_pos} + count - 1;
@@ -250,10 +235,10 @@ absl::Status fused_k_path(const Launch& l, uint32_t num_pos, FusedOut out_kind) 
   const CacheGeometry geom{num_kv_heads, head_dim, block_size,
                            uint64_t{block_size} * num_kv_heads * head_dim};
   if (rotary_dim % 2 != 0 || rotary_dim > head_dim)
-    return invalid(l, absl::StrFormat("rotary_dim %d must be even and <= head_dim %d", rotary_dim,
+    return invalid_launch(l, absl::StrFormat("rotary_dim %d must be even and <= head_dim %d", rotary_dim,
                                       head_dim));
   if (l.grid()[1] != num_kv_heads || l.block()[0] != head_dim)
-    return invalid(l, absl::StrFormat("the launch must be grid (num_tokens, num_kv_heads = %d), "
+    return invalid_launch(l, absl::StrFormat("the launch must be grid (num_tokens, num_kv_heads = %d), "
                                       "block (head_dim = %d); got grid.y %d, block.x %d",
                                       num_kv_heads, head_dim, l.grid()[1], l.block()[0]));
   SPARKRT_ASSIGN_OR_RETURN(const SlotWrite w, plan_slot_write(l, a + 1, geom));

@@ -11,24 +11,11 @@
 
 #include "absl/strings/str_format.h"
 #include "numeric.h"
+#include "operands.h"
 #include "reference.h"
 
 namespace sparkrt::reference {
 namespace {
-
-template <typename T>
-absl::StatusOr<std::span<T>> operand(const Launch& l, uint32_t i, const char* name, uint64_t count,
-                                     const std::string& why) {
-  auto s = l.span<T>(i, count);
-  if (s.ok()) return s;
-  return absl::Status(s.status().code(),
-                      absl::StrFormat("%s: %s needs %d elements (%d bytes) for %s: %s", l.entry(),
-                                      name, count, count * sizeof(T), why, s.status().message()));
-}
-
-absl::Status invalid(const Launch& l, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrFormat("%s: %s", l.entry(), what));
-}
 
 // The scalars of a decode launch, by meaning rather than position.
 struct DecodeShape {
@@ -62,28 +49,28 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
   const uint32_t hkv = s.num_kv_heads;
   const uint32_t d = s.head_dim;
   if (hkv == 0 || d == 0 || s.block_size == 0 || hq == 0 || hq % hkv != 0)
-    return invalid(l, absl::StrFormat("num_q_heads %d must be a positive multiple of num_kv_heads "
+    return invalid_launch(l, absl::StrFormat("num_q_heads %d must be a positive multiple of num_kv_heads "
                                       "%d; head_dim %d and block_size %d must be > 0",
                                       hq, hkv, d, s.block_size));
-  // grid.x = num_q_heads / hpc, where a CTA serves hpc in {1, 2, 4} query
-  // heads of one KV head; the result does not depend on hpc.
+  // grid.x = num_q_heads / hpc, where a CTA serves hpc in 1..8 query heads
+  // of one KV head; the result does not depend on hpc.
   const uint32_t gx = l.grid()[0];
   const uint32_t hpc = gx != 0 && hq % gx == 0 ? hq / gx : 0;
-  if ((hpc != 1 && hpc != 2 && hpc != 4) || (hq / hkv) % hpc != 0)
-    return invalid(l, absl::StrFormat("grid.x %d must be num_q_heads %d / hpc, with hpc 1, 2 or 4 "
+  if (hpc == 0 || hpc > 8 || (hq / hkv) % hpc != 0)
+    return invalid_launch(l, absl::StrFormat("grid.x %d must be num_q_heads %d / hpc, with hpc at most 8 "
                                       "dividing the GQA group of %d",
                                       gx, hq, hq / hkv));
   if (s.num_splits > 0 && l.grid()[2] != s.num_splits)
-    return invalid(l, absl::StrFormat("grid.z %d must equal num_splits %d", l.grid()[2],
+    return invalid_launch(l, absl::StrFormat("grid.z %d must equal num_splits %d", l.grid()[2],
                                       s.num_splits));
   if (d % 8 != 0 || d > 256)
-    return invalid(l, absl::StrFormat("head_dim %d must be a multiple of 8 and at most 256", d));
+    return invalid_launch(l, absl::StrFormat("head_dim %d must be a multiple of 8 and at most 256", d));
   if (s.q_stride < uint64_t{hq} * d)
-    return invalid(l, absl::StrFormat("q_stride %d is shorter than num_q_heads * head_dim = %d",
+    return invalid_launch(l, absl::StrFormat("q_stride %d is shorter than num_q_heads * head_dim = %d",
                                       s.q_stride, uint64_t{hq} * d));
   const uint64_t row = uint64_t{hkv} * d;
   if (s.block_stride < uint64_t{s.block_size} * row)
-    return invalid(l, absl::StrFormat("cache block stride %d is below block_size * num_kv_heads * "
+    return invalid_launch(l, absl::StrFormat("cache block stride %d is below block_size * num_kv_heads * "
                                       "head_dim = %d elements",
                                       s.block_stride, uint64_t{s.block_size} * row));
 
@@ -250,7 +237,7 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split) {
   s.sliding_window = launch.value<uint32_t>(14);
   s.num_splits = launch.value<uint32_t>(15);
   s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
-  if (s.num_splits == 0) return invalid(launch, "num_splits must be > 0");
+  if (s.num_splits == 0) return invalid_launch(launch, "num_splits must be > 0");
   return decode<bf16_bits>(launch, s);
 }
 
@@ -270,7 +257,7 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split) {
   s.block_stride = launch.value<uint64_t>(16);
   s.sliding_window = launch.value<uint32_t>(17);
   s.num_splits = launch.value<uint32_t>(18);
-  if (s.num_splits == 0) return invalid(launch, "num_splits must be > 0");
+  if (s.num_splits == 0) return invalid_launch(launch, "num_splits must be > 0");
   return decode<fp8_bits>(launch, s);
 }
 
@@ -283,7 +270,7 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_combine) {
   const uint32_t n = launch.value<uint32_t>(5);
   const uint32_t num_seqs = launch.grid()[1];
   if (launch.grid()[0] != hq)
-    return invalid(launch, absl::StrFormat("grid.x %d must equal num_q_heads %d",
+    return invalid_launch(launch, absl::StrFormat("grid.x %d must equal num_q_heads %d",
                                            launch.grid()[0], hq));
   const uint64_t rows = uint64_t{num_seqs} * hq;
   SPARKRT_ASSIGN_OR_RETURN(auto part_acc, operand<const float>(launch, 0, "part_acc",

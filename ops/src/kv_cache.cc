@@ -340,10 +340,17 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
                                        s.k_cache.addr, s.v_cache.addr));
   }
   DecodePlan plan;
-  // The most query heads of one KV head a CTA can serve: each K/V row is then
-  // read once for all of them.
+  // The most query heads of one KV head a CTA can serve (the rows of the
+  // kernel's tensor-core tiles): each K/V row is then read once for all of
+  // them, and once per CTA of its group when the group is larger.
   const uint32_t group = s.num_q_heads / s.num_kv_heads;
-  plan.heads_per_cta = group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1);
+  plan.heads_per_cta = 1;
+  for (uint32_t h = std::min(group, kMaxDecodeHeadsPerCta); h >= 1; --h) {
+    if (group % h == 0) {
+      plan.heads_per_cta = h;
+      break;
+    }
+  }
 
   // How many splits the workspace has room for.
   uint32_t room = 0;
@@ -375,17 +382,17 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
     return plan;
   }
 
-  // Automatic: split only when the one-pass CTAs cannot fill the device (two
-  // resident CTAs per multiprocessor) and every split still gets a useful
-  // run of tokens.
+  // Automatic: split only when the one-pass CTAs leave at least half of the
+  // device's resident CTA slots (two per multiprocessor) empty, into as many
+  // parts as fit the slots in one wave, each with a useful run of tokens.
   const uint64_t ctas = uint64_t{s.num_q_heads / plan.heads_per_cta} * s.num_seqs;
-  const uint64_t target = 2 * uint64_t{std::max<uint32_t>(props.multiprocessor_count, 1)};
-  if (ctas >= target || room < 2) return plan;
+  const uint64_t slots = 2 * uint64_t{std::max<uint32_t>(props.multiprocessor_count, 1)};
+  if (ctas * 2 > slots || room < 2) return plan;
   uint64_t context = uint64_t{s.max_blocks_per_seq} * s.block_size;
   if (s.max_seq_len != 0) context = std::min<uint64_t>(context, s.max_seq_len);
   if (s.sliding_window != 0) context = std::min<uint64_t>(context, s.sliding_window);
-  const uint64_t splits = std::min({(target + ctas - 1) / ctas, context / kMinTokensPerSplit,
-                                    uint64_t{room}});
+  const uint64_t splits =
+      std::min({slots / ctas, context / kMinTokensPerSplit, uint64_t{room}});
   if (splits >= 2) plan.num_splits = static_cast<uint32_t>(splits);
   return plan;
 }

@@ -513,12 +513,12 @@ TEST_CASE("paged decode attention matches the reference over dims, GQA, blocks, 
         }
 }
 
-TEST_CASE("paged decode attention: two heads per CTA, generic head_dim, seed geometry") {
+TEST_CASE("paged decode attention: GQA groups 2 and 6, generic head_dim, seed geometry") {
   const uint64_t seed = fresh_seed();
   INFO("seed " << seed);
   std::mt19937_64 gen(seed);
   for (bool fp8 : {false, true}) {
-    // GQA group 2 (hpc 2) and 6 (hpc 2, three CTAs per KV head).
+    // GQA group 2 (one CTA of 2 heads) and 6 (one CTA of 6 heads per KV head).
     run_decode({fp8, 8, 4, 128, 16, 0, {700, 3, 129}, 1, 1.0f}, gen);
     run_decode({fp8, 12, 2, 64, 32, 100, {1000, 0, 64}, 0, 2.0f}, gen);
     // head_dim not a power of two: lanes past it idle.

@@ -103,12 +103,13 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 one pass, heads per CTA from the GQA
   check_common(launches[0], "paged_decode_attn_bf16", Dim3{32 / 4, 64}, f.stream);
   check_args(launches[0], one_pass_bf16_args(a));
 
-  // hpc is the largest of 4, 2, 1 dividing num_q_heads / num_kv_heads.
+  // hpc is the largest divisor of num_q_heads / num_kv_heads up to 8.
   struct Case {
     uint32_t q_heads, kv_heads, grid_x;
   };
-  for (const Case c : {Case{8, 8, 8}, Case{16, 8, 8}, Case{24, 4, 12}, Case{28, 4, 28},
-                       Case{64, 8, 16}, Case{12, 4, 12}}) {
+  for (const Case c : {Case{8, 8, 8}, Case{16, 8, 8}, Case{24, 4, 4}, Case{28, 4, 4},
+                       Case{64, 8, 8}, Case{12, 4, 4}, Case{64, 4, 8}, Case{96, 8, 16},
+                       Case{40, 4, 8}}) {
     CAPTURE(c.q_heads);
     CAPTURE(c.kv_heads);
     REQUIRE_OK(f.mock.reset());
@@ -130,8 +131,8 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 one pass, heads per CTA from the GQA
 
 TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot cover") {
   Fixture f;
-  // Batch 1, 8 CTAs, context 4096: 264 / 8 -> 33 wanted, 4096 / 128 = 32 by
-  // length: 32 splits.
+  // Batch 1, 8 CTAs, context 4096: 264 / 8 = 33 fit the slots, 4096 / 128 =
+  // 32 by length: 32 splits.
   ops::PagedDecodeAttnArgs a = f.bf16_args(1, 256);
   a.workspace = f.ptr();
   a.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128);
@@ -215,6 +216,42 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot
   }
 }
 
+TEST_CASE("ops mock: the split count fills the resident CTA slots in one wave") {
+  Fixture f;
+  // 2 x 132 slots; 32 query heads over 8 KV heads are 8 CTAs per sequence.
+  struct Case {
+    uint32_t batch, splits;
+  };
+  for (const Case c : {Case{1, 32}, Case{8, 4}, Case{16, 2}, Case{17, 1}, Case{32, 1}}) {
+    CAPTURE(c.batch);
+    ops::PagedDecodeAttnArgs a = f.bf16_args(c.batch, 256);  // context 4096
+    a.workspace = f.ptr();
+    a.workspace_bytes = ops::paged_decode_workspace_bytes(c.batch, 32, 128);
+    auto plan = ops::plan_paged_decode(*f.dev, a);
+    REQUIRE(plan.ok());
+    CHECK(plan->heads_per_cta == 4);
+    CHECK(plan->num_splits == c.splits);
+    REQUIRE_OK(f.mock.reset());
+    REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
+    const auto launches = f.mock.launches();
+    REQUIRE(launches.size() == (c.splits > 1 ? 2u : 1u));
+    check_common(launches[0],
+                 c.splits > 1 ? "paged_decode_attn_bf16_split" : "paged_decode_attn_bf16",
+                 Dim3{8, c.batch, c.splits}, f.stream);
+  }
+  // GQA 8 (64 query heads over 8 KV heads): 8 heads per CTA, still 8 CTAs
+  // per sequence.
+  ops::PagedDecodeAttnArgs b = f.bf16_args(1, 512);
+  b.num_q_heads = 64;
+  b.q_stride = 64 * 128;
+  b.workspace = f.ptr();
+  b.workspace_bytes = ops::paged_decode_workspace_bytes(1, 64, 128);
+  auto plan = ops::plan_paged_decode(*f.dev, b);
+  REQUIRE(plan.ok());
+  CHECK(plan->heads_per_cta == 8);
+  CHECK(plan->num_splits == 33);
+}
+
 TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
   Fixture f;
   const ops::PagedDecodeAttnFp8Args a{.q = f.ptr(),
@@ -235,11 +272,11 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
                                       .q_stride = 16 * 64,
                                       .cache_stride = 32 * 2 * 64 + 128,
                                       .sliding_window = 1000};
-  // No workspace: one pass, grid (16 / 4, 4).
+  // No workspace: one pass, grid (16 / 8, 4).
   REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, a, f.stream));
   auto launches = f.mock.launches();
   REQUIRE(launches.size() == 1);
-  check_common(launches[0], "paged_decode_attn_fp8", Dim3{4, 4}, f.stream);
+  check_common(launches[0], "paged_decode_attn_fp8", Dim3{2, 4}, f.stream);
   check_args(launches[0],
              {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache), MockArg::of(a.out),
               MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
@@ -249,8 +286,8 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
               MockArg::of(a.q_stride), MockArg::of(a.cache_stride),
               MockArg::of(a.sliding_window)});
 
-  // With a workspace: 16 CTAs want 264 / 16 -> 17, the window allows
-  // 1000 / 128 = 7: 7 splits.
+  // With a workspace: 8 CTAs fit 264 / 8 = 33 times in the slots, the window
+  // allows 1000 / 128 = 7: 7 splits.
   REQUIRE_OK(f.mock.reset());
   ops::PagedDecodeAttnFp8Args b = a;
   b.workspace = f.ptr();
@@ -260,7 +297,7 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
   REQUIRE(launches.size() == 2);
   const uint32_t n = 7;
   const DevicePtr part_ml = b.workspace + ((uint64_t{4} * 16 * n * 64 * 4 + 255) / 256 * 256);
-  check_common(launches[0], "paged_decode_attn_fp8_split", Dim3{4, 4, n}, f.stream);
+  check_common(launches[0], "paged_decode_attn_fp8_split", Dim3{2, 4, n}, f.stream);
   check_args(launches[0],
              {MockArg::of(b.q), MockArg::of(b.k_cache), MockArg::of(b.v_cache),
               MockArg::of(b.workspace), MockArg::of(part_ml), MockArg::of(b.block_tables),

@@ -9,12 +9,14 @@
 # Logs and results go to $OUT (default ./gpu-results): device.txt,
 # ctest_gpu.log, bench.txt, bench.json, and for the KV-cache ops
 # kv_bench.{txt,json} (sparkrt_kv_cache_bench) and kv_torch.json, kv_table.md
-# (the PyTorch baseline on the same shapes, tools/gpu/kv_torch_baseline.py).
+# (the PyTorch baseline on the same shapes, tools/gpu/kv_torch_baseline.py),
+# and for the MLA ops mla_bench.{txt,json} (sparkrt_mla_bench).
 # Exit status: non-zero when a test failed or a benchmark did not run.
 #
 # Narrower runs: SPARKRT_GPU_TESTS=<ctest regex> runs only the matching gpu
 # tests; SPARKRT_GPU_SKIP_LAUNCH_BENCH=1 skips sparkrt_gpu_bench;
-# SPARKRT_GPU_SKIP_KV_BENCH=1 skips the KV-cache benchmark and its baseline.
+# SPARKRT_GPU_SKIP_KV_BENCH=1 skips the KV-cache benchmark and its baseline;
+# SPARKRT_GPU_SKIP_MLA_BENCH=1 skips the MLA benchmark.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd) || { echo "no build folder ${1:-build}" >&2; exit 2; }
@@ -77,6 +79,12 @@ if [ "${SPARKRT_GPU_SKIP_KV_BENCH:-0}" != 1 ] && [ -x "$build/bin/sparkrt_kv_cac
   else
     status=1
   fi
+fi
+
+if [ "${SPARKRT_GPU_SKIP_MLA_BENCH:-0}" != 1 ] && [ -x "$build/bin/sparkrt_mla_bench" ]; then
+  echo "== sparkrt_mla_bench"
+  "$build/bin/sparkrt_mla_bench" --json "$out/mla_bench.json" 2>&1 | tee "$out/mla_bench.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
 echo "== done: status $status, results in $out"

@@ -199,9 +199,10 @@ absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels
 //
 //   one pass   paged_decode_attn_{bf16,fp8}: grid (num_q_heads / hpc,
 //              num_seqs), block 256. A CTA serves `hpc` query heads of one KV
-//              head (hpc = 4, 2 or 1, the largest dividing the GQA group), so
-//              each K/V row is read once for all of them.
-//   split-KV   when those CTAs cannot fill the device and the context is long:
+//              head (the largest divisor of the GQA group up to 8), so each
+//              K/V row is read once for all of them.
+//   split-KV   when those CTAs fill at most half of the device and the
+//              context is long:
 //              paged_decode_attn_{bf16,fp8}_split over grid (num_q_heads / hpc,
 //              num_seqs, num_splits) writes f32 partials to `workspace`, then
 //              paged_decode_attn_combine, grid (num_q_heads, num_seqs), block
@@ -209,6 +210,8 @@ absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels
 //              paged_decode_workspace_bytes(...); without one the op never
 //              splits.
 
+// Most query heads one decode CTA serves.
+inline constexpr uint32_t kMaxDecodeHeadsPerCta = 8;
 // Largest split count the op uses, and the fewest tokens it gives a split.
 inline constexpr uint32_t kMaxDecodeSplits = 64;
 inline constexpr uint32_t kMinTokensPerSplit = 128;

@@ -1,0 +1,509 @@
+// sparkrt_mla_bench: the MLA decode paths on the cuda backend, through the op
+// wrappers.
+//
+//   sparkrt_mla_bench [--json out.json] [--reps 15] [--quick]
+//
+// (a) K3 token steps. One layer of MLA attention in the expanded form:
+//     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
+//     v_head_dim 128, output gate on, with 1K and 8K tokens already cached.
+//     Each step is timed on the host clock from call to output-on-host (the
+//     steps block), median over many consecutive tokens. The device-resident
+//     step moves the same bytes over the bus at every length (q, k, v, g up,
+//     out down); the host-KV step uploads the whole cache every token. The
+//     attention kernel alone at the same length is timed with events, so
+//     "step - kernel" is what the step costs on the host side and must not
+//     grow with the sequence for the device-resident step.
+// (b) mla_paged_decode_fp8 (and, for comparison, mla_paged_decode_nvfp4) at
+//     4K and 8K context: 128 query heads, one KV head, kv_cache_dim 576
+//     (q_head_dim 576), block size 64, K and V in one pool (V is the latent
+//     part of the K row), for batch 1 and batches whose batch x heads fill
+//     the GPU. Timed as a CUDA graph of back-to-back ops (captured through
+//     sparkrt.graph.v1) replayed after a warm-up, median replay time per op;
+//     block tables rotate over enough independent pool regions that the data
+//     is at least three times the L2. Bytes = the cache rows read once (576
+//     bytes a token for fp8; 288 + 36 for nvfp4) + q + out; GB/s against the
+//     4.24 TB/s device-to-device copy ceiling of an H200 (the run also
+//     measures its own copy ceiling and reports it).
+// Inputs are random and never zero.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/numeric.h"
+#include "sparkrt/extensions/graph.h"
+#include "sparkrt/ops/k3_mla_decode.h"
+#include "sparkrt/ops/mla.h"
+#include "sparkrt/sparkrt.h"
+
+namespace {
+
+namespace ops = sparkrt::ops;
+using sparkrt::Device;
+using sparkrt::DevicePtr;
+using sparkrt::Stream;
+
+constexpr double kCeilingTBps = 4.24;  // H200 device-to-device copy, read + write
+constexpr uint64_t kL2Bytes = 60ull << 20;
+constexpr uint64_t kRotateBytes = 3 * kL2Bytes;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "sparkrt_mla_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+void ok(const absl::Status& s, const char* what) {
+  if (!s.ok()) die(std::string(what) + ": " + std::string(s.ToString()));
+}
+template <typename T>
+T ok(absl::StatusOr<T> s, const char* what) {
+  if (!s.ok()) die(std::string(what) + ": " + std::string(s.status().ToString()));
+  return *std::move(s);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Args {
+  std::string json;
+  int reps = 15;
+  bool quick = false;
+};
+
+// Device memory freed at scope exit.
+class Buf {
+ public:
+  Buf(Device& dev, uint64_t bytes) : dev_(&dev), bytes_(bytes) {
+    ptr_ = ok(dev.alloc(bytes ? bytes : 1), "alloc");
+  }
+  ~Buf() { dev_->free(ptr_).IgnoreError(); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  DevicePtr ptr() const { return ptr_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  Device* dev_;
+  uint64_t bytes_;
+  DevicePtr ptr_;
+};
+
+float random_mag(std::mt19937_64& gen, float lo, float hi) {
+  const float m = std::uniform_real_distribution<float>(lo, hi)(gen);
+  return (gen() & 1) ? -m : m;
+}
+std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f, float hi = 2.0f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = random_mag(gen, lo, hi);
+  return v;
+}
+
+// Random source bytes on the device (bf16, fp8 and nvfp4 blocks), copied
+// into larger buffers to fill them.
+class Filler {
+ public:
+  enum Kind { kBf16, kFp8, kNvfp4 };
+  Filler(Device& dev, std::mt19937_64& gen)
+      : dev_(dev), src_{Buf(dev, kBytes), Buf(dev, kBytes), Buf(dev, kBytes)} {
+    std::vector<uint16_t> h(kBytes / 2);
+    for (auto& x : h) x = sparkrt::reference::f32_to_bf16(random_mag(gen, 0.25f, 2.0f));
+    ok(dev.copy_h2d(h, src_[kBf16].ptr()), "upload");
+    std::vector<uint8_t> f(kBytes);
+    for (auto& x : f) x = sparkrt::reference::f32_to_fp8_e4m3(random_mag(gen, 1.0f, 100.0f));
+    ok(dev.copy_h2d(f, src_[kFp8].ptr()), "upload");
+    // Any byte is two E2M1 values; a small positive scale byte among them
+    // keeps the NVFP4 scale sections finite wherever they fall.
+    for (auto& x : f) x = uint8_t(0x20 + gen() % 0x10);
+    ok(dev.copy_h2d(f, src_[kNvfp4].ptr()), "upload");
+  }
+  void fill(DevicePtr dst, uint64_t bytes, Kind kind) {
+    for (uint64_t off = 0; off < bytes; off += kBytes)
+      ok(dev_.copy_d2d_async(src_[kind].ptr(), dst + off, std::min(kBytes, bytes - off), Stream{}),
+         "fill");
+  }
+
+ private:
+  static constexpr uint64_t kBytes = 64ull << 20;
+  Device& dev_;
+  Buf src_[3];
+};
+
+// Captures `ops_in_graph` calls of `op(i)` and returns the median time per
+// call of the replays, in microseconds.
+template <typename Op>
+double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op) {
+  const auto* g = dev.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
+  if (g == nullptr) die("the cuda backend has no " SPARKRT_GRAPH_EXTENSION_NAME);
+  auto gcheck = [&](SparkrtError* err, const char* what) {
+    if (err == nullptr) return;
+    const char* msg;
+    size_t n;
+    g->error_message(err, &msg, &n);
+    die(std::string(what) + ": " + std::string(msg, n));
+  };
+  // One eager call first: errors show here with a clear message.
+  ok(op(0, stream), "op");
+  ok(dev.synchronize(stream), "sync");
+  SparkrtGraphCaptureArgs begin{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, dev.native_handle(),
+                                stream.handle};
+  gcheck(g->begin_capture(&begin), "begin_capture");
+  for (int i = 0; i < ops_in_graph; ++i) ok(op(i, stream), "op while capturing");
+  SparkrtGraphEndCaptureArgs end{SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE, dev.native_handle(),
+                                 stream.handle, 0, 0};
+  gcheck(g->end_capture(&end), "end_capture");
+  SparkrtGraphLaunchArgs replay{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev.native_handle(), end.graph,
+                                stream.handle};
+  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
+  std::vector<double> us;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    ok(dev.record_event(ev0, stream), "record");
+    gcheck(g->launch(&replay), "graph launch");
+    ok(dev.record_event(ev1, stream), "record");
+    ok(dev.synchronize_event(ev1), "event sync");
+    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
+    if (rep >= 2) us.push_back(1000.0 * ms / ops_in_graph);  // the first two warm up
+  }
+  SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev.native_handle(),
+                                  end.graph};
+  gcheck(g->destroy(&destroy), "graph destroy");
+  ok(dev.destroy_event(ev0), "event");
+  ok(dev.destroy_event(ev1), "event");
+  return median(us);
+}
+
+// Median time of `op` launched eagerly, in microseconds, with events.
+template <typename Op>
+double time_events(Device& dev, Stream stream, int reps, Op op) {
+  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
+  std::vector<double> us;
+  for (int rep = 0; rep < reps + 3; ++rep) {
+    ok(dev.record_event(ev0, stream), "record");
+    ok(op(stream), "op");
+    ok(dev.record_event(ev1, stream), "record");
+    ok(dev.synchronize_event(ev1), "event sync");
+    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
+    if (rep >= 3) us.push_back(1000.0 * ms);
+  }
+  ok(dev.destroy_event(ev0), "event");
+  ok(dev.destroy_event(ev1), "event");
+  return median(us);
+}
+
+// ── (a) K3 token steps ──────────────────────────────────────────────────────
+
+struct StepRow {
+  std::string path;  // "device" or "host"
+  uint32_t context = 0, tokens_timed = 0;
+  double step_us = 0, kernel_us = 0;  // median step, attention kernel alone
+  double bus_bytes = 0;               // host<->device bytes per token
+};
+
+ops::MlaConfig k3_config() {
+  return {.heads = 64, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128,
+          .mla_use_nope = false, .mla_use_output_gate = true};
+}
+
+void bench_k3(Device& dev, const ops::K3MlaDecodeKernels& k, Stream stream, std::mt19937_64& gen,
+              uint32_t context, int device_tokens, int host_tokens, int reps,
+              std::vector<StepRow>& rows) {
+  const ops::MlaConfig cfg = k3_config();
+  ok(cfg.validate(), "config");
+  const size_t kr = cfg.qk_row(), vr = cfg.v_row();
+  const int warm = 3;
+  // The first `context` rows, the same on both paths.
+  const auto k_all = random_f32(gen, size_t{context} * kr);
+  const auto v_all = random_f32(gen, size_t{context} * vr);
+  ops::MlaHostKv host(cfg);
+  for (uint32_t t = 0; t < context; ++t)
+    ok(host.append(std::span<const float>(k_all).subspan(size_t{t} * kr, kr),
+                   std::span<const float>(v_all).subspan(size_t{t} * vr, vr)),
+       "host append");
+  auto kv = ok(ops::MlaDeviceKv::alloc(dev, size_t{context} + warm + device_tokens, kr, vr),
+               "MlaDeviceKv::alloc");
+  {
+    Buf k_dev(dev, k_all.size() * 4);
+    ok(dev.copy_h2d(k_all, k_dev.ptr()), "upload");
+    for (uint32_t t = 0; t < context; ++t)
+      ok(kv.append(k_dev.ptr() + uint64_t{t} * kr * 4,
+                   std::span<const float>(v_all).subspan(size_t{t} * vr, vr), stream),
+         "device append");
+    ok(dev.synchronize(stream), "sync");
+  }
+
+  // Fresh inputs per token, made before the timing.
+  const int n = warm + std::max(device_tokens, host_tokens);
+  std::vector<std::vector<float>> q(n), kk(n), v(n), g(n);
+  for (int i = 0; i < n; ++i) {
+    q[i] = random_f32(gen, kr, 0.05f, 0.3f);
+    kk[i] = random_f32(gen, kr);
+    v[i] = random_f32(gen, vr);
+    g[i] = random_f32(gen, vr);
+  }
+  auto inputs = [&](int i, size_t pos) {
+    return ops::MlaTokenInputs{.q = q[i], .k = kk[i], .v = v[i], .g = g[i], .pos = uint32_t(pos)};
+  };
+  using clock = std::chrono::steady_clock;
+  auto run = [&](bool on_device, int tokens) {
+    std::vector<double> us;
+    for (int i = 0; i < warm + tokens; ++i) {
+      const auto t0 = clock::now();
+      if (on_device)
+        ok(ops::k3_mla_decode_token_on_device(dev, k, cfg, inputs(i, kv.seq_len()), kv, stream)
+               .status(),
+           "device step");
+      else
+        ok(ops::k3_mla_decode_token(dev, k, cfg, inputs(i, host.seq_len()), host, stream)
+               .status(),
+           "host step");
+      const auto t1 = clock::now();
+      if (i >= warm) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    return median(us);
+  };
+  // The attention kernel alone over `context` rows of the device cache.
+  const double kernel_us = time_events(dev, stream, reps, [&](Stream st) {
+    return ops::k3_mla_sdpa_gate(
+        dev, k,
+        {.q = kv.scratch_q(), .k = kv.k(), .v = kv.v(), .g = kv.scratch_g(),
+         .out = kv.scratch_out(), .seq_len = context, .heads = cfg.heads,
+         .dq = cfg.qk_head_dim(), .dv = cfg.v_head_dim, .use_gate = true},
+        st);
+  });
+
+  StepRow d{.path = "device", .context = context, .tokens_timed = uint32_t(device_tokens)};
+  d.step_us = run(true, device_tokens);
+  d.kernel_us = kernel_us;
+  d.bus_bytes = 4.0 * (2 * kr + 3 * vr);  // q, k, v, g up; out down
+  StepRow h{.path = "host", .context = context, .tokens_timed = uint32_t(host_tokens)};
+  h.step_us = run(false, host_tokens);
+  h.kernel_us = kernel_us;
+  // q, k up, k down, the cache (about `context` rows) and g up, out down.
+  h.bus_bytes = 4.0 * (3 * kr + (context + 1.0 + host_tokens / 2.0) * (kr + vr) + 2 * vr);
+  rows.push_back(d);
+  rows.push_back(h);
+}
+
+// ── (b) paged decode over the compressed cache ──────────────────────────────
+
+struct DecodeRow {
+  std::string dtype;
+  uint32_t batch = 0, context = 0, q_heads = 0, block_size = 0;
+  double us = 0, bytes = 0;
+  double gbps() const { return bytes / us / 1e3; }
+  double frac() const { return gbps() / (kCeilingTBps * 1e3); }
+};
+
+// How many independent input sets keep `bytes_per_set` out of the L2.
+int rotation(uint64_t bytes_per_set) {
+  return int(std::clamp<uint64_t>((kRotateBytes + bytes_per_set - 1) / bytes_per_set, 1, 64));
+}
+// Ops per graph: every set at least once, and enough to dwarf the replay's
+// own launch cost.
+int graph_ops(int sets, double est_us_per_op) {
+  const int want = int(std::ceil(2000.0 / std::max(est_us_per_op, 1.0)));
+  const int n = std::clamp(want, 8, 256);
+  return (n + sets - 1) / sets * sets;
+}
+
+DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stream stream,
+                       std::mt19937_64& gen, bool nvfp4, uint32_t batch, uint32_t context,
+                       int reps) {
+  const uint32_t q_heads = 128, dim = ops::kMlaCacheDim, dv = dim - 64, block_size = 64;
+  const uint32_t blocks_per_seq = (context + block_size - 1) / block_size;
+  const auto layout = ops::mla_nvfp4_block_layout(block_size, 1, dim);
+  const uint64_t block_bytes =
+      nvfp4 ? layout.block_stride_bytes : uint64_t{block_size} * dim;  // fp8: unpadded
+  const uint64_t blocks_per_set = uint64_t{batch} * blocks_per_seq;
+  const int sets = rotation(blocks_per_set * block_bytes);
+  const uint64_t pool_blocks = blocks_per_set * sets;
+  Buf pool(dev, pool_blocks * block_bytes);
+  fill.fill(pool.ptr(), pool.bytes(), nvfp4 ? Filler::kNvfp4 : Filler::kFp8);
+  // One block table per set, over that set's blocks in random order.
+  std::vector<int32_t> tables(pool_blocks);
+  for (int s = 0; s < sets; ++s) {
+    std::vector<int32_t> ids(blocks_per_set);
+    for (uint64_t i = 0; i < blocks_per_set; ++i) ids[i] = int32_t(s * blocks_per_set + i);
+    std::shuffle(ids.begin(), ids.end(), gen);
+    std::copy(ids.begin(), ids.end(), tables.begin() + s * blocks_per_set);
+  }
+  Buf bt(dev, tables.size() * 4);
+  ok(dev.copy_h2d(tables, bt.ptr()), "upload");
+  std::vector<int32_t> lens(batch, int32_t(context));
+  Buf sl(dev, batch * 4);
+  ok(dev.copy_h2d(lens, sl.ptr()), "upload");
+  const uint64_t q_bytes = uint64_t{batch} * q_heads * dim * 2;
+  const uint64_t o_bytes = uint64_t{batch} * q_heads * dv * 2;
+  Buf q(dev, q_bytes), out(dev, o_bytes);
+  fill.fill(q.ptr(), q_bytes, Filler::kBf16);
+  ok(dev.synchronize(), "sync");
+  const float inv_sqrt_d = 1.0f / std::sqrt(192.0f);  // DeepSeek: 1/sqrt(nope + rope)
+
+  auto op = [&](int i, Stream st) -> absl::Status {
+    const DevicePtr table = bt.ptr() + uint64_t(i % sets) * blocks_per_set * 4;
+    if (nvfp4)
+      return ops::mla_paged_decode_nvfp4(
+          dev, k,
+          {.q = q.ptr(), .k_cache = pool.ptr(), .v_cache = pool.ptr(), .o = out.ptr(),
+           .block_tables = table, .seq_lens = sl.ptr(), .max_blocks_per_seq = blocks_per_seq,
+           .num_q_heads = q_heads, .num_kv_heads = 1, .q_head_dim = dim, .kv_cache_dim = dim,
+           .block_size = block_size, .inv_sqrt_d = inv_sqrt_d,
+           .block_stride_bytes = layout.block_stride_bytes,
+           .data_section_bytes = layout.data_section_bytes, .num_seqs = batch},
+          st);
+    return ops::mla_paged_decode_fp8(
+        dev, k,
+        {.q = q.ptr(), .k_cache = pool.ptr(), .v_cache = pool.ptr(), .o = out.ptr(),
+         .block_tables = table, .seq_lens = sl.ptr(), .max_blocks_per_seq = blocks_per_seq,
+         .num_q_heads = q_heads, .num_kv_heads = 1, .q_head_dim = dim, .kv_cache_dim = dim,
+         .block_size = block_size, .inv_sqrt_d = inv_sqrt_d, .k_scale = 0.02f, .v_scale = 0.02f,
+         .cache_stride = block_bytes, .num_seqs = batch},
+        st);
+  };
+  DecodeRow r;
+  r.dtype = nvfp4 ? "nvfp4" : "fp8";
+  r.batch = batch;
+  r.context = context;
+  r.q_heads = q_heads;
+  r.block_size = block_size;
+  // Rows read once (K and V share them), q read, out written.
+  const double row_bytes = nvfp4 ? dim / 2.0 + dim / 16.0 : double(dim);
+  r.bytes = double(batch) * context * row_bytes + double(q_bytes) + double(o_bytes);
+  const double est = r.bytes / (kCeilingTBps * 1e6) + 5.0;
+  r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
+  return r;
+}
+
+double copy_ceiling(Device& dev, Stream stream, int reps) {
+  const uint64_t bytes = 1ull << 30;
+  Buf a(dev, bytes), b(dev, bytes);
+  ok(dev.memset(a.ptr(), 0x3c, bytes), "memset");
+  const double us = time_events(dev, stream, reps, [&](Stream st) {
+    return dev.copy_d2d_async(a.ptr(), b.ptr(), bytes, st);
+  });
+  return 2.0 * bytes / (us * 1e-6) / 1e12;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) {
+      args.json = argv[++i];
+    } else if (a == "--reps" && i + 1 < argc) {
+      args.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--quick") {
+      args.quick = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  auto opened = Device::open({.backend = "cuda"});
+  if (!opened.ok()) {
+    std::printf("SKIPPED: no usable CUDA device: %s\n",
+                std::string(opened.status().ToString()).c_str());
+    return opened.status().code() == absl::StatusCode::kUnavailable ? 77 : 1;
+  }
+  Device& dev = **opened;
+  const auto mk = ok(ops::MlaKernels::resolve(dev), "resolve mla kernels");
+  const auto k3 = ok(ops::K3MlaDecodeKernels::resolve(dev), "resolve mla_decode kernels");
+  const Stream stream = ok(dev.create_stream(), "stream");
+  std::mt19937_64 gen(20261130);
+
+  const double ceiling = copy_ceiling(dev, stream, args.reps);
+
+  std::vector<StepRow> steps;
+  for (uint32_t context : {1024u, 8192u}) {
+    if (args.quick && context > 1024) break;
+    const int device_tokens = args.quick ? 20 : 200;
+    const int host_tokens = args.quick ? 5 : (context > 1024 ? 15 : 40);
+    bench_k3(dev, k3, stream, gen, context, device_tokens, host_tokens, args.reps, steps);
+  }
+
+  std::vector<DecodeRow> decode;
+  {
+    Filler fill(dev, gen);
+    std::vector<uint32_t> batches = {1, 32, 64}, contexts = {4096, 8192};
+    if (args.quick) {
+      batches = {1, 32};
+      contexts = {4096};
+    }
+    for (bool nvfp4 : {false, true})
+      for (uint32_t b : batches)
+        for (uint32_t c : contexts)
+          decode.push_back(bench_decode(dev, mk, fill, stream, gen, nvfp4, b, c, args.reps));
+  }
+
+  const auto& props = dev.properties();
+  const ops::MlaConfig cfg = k3_config();
+  std::printf("device: %s (%s, %u SMs); copy ceiling measured %.2f TB/s (fractions below use %.2f)\n",
+              props.name.c_str(), props.architecture.c_str(), props.multiprocessor_count, ceiling,
+              kCeilingTBps);
+  std::printf("\nK3 token step: heads %u, nope %u, rope %u, v %u, RoPE on, gate on "
+              "(per-token medians; host side = step - kernel)\n",
+              cfg.heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim);
+  std::printf("%-7s %7s %6s %12s %12s %12s %14s\n", "path", "context", "tokens", "step us",
+              "kernel us", "host-side us", "bus MB/token");
+  for (const StepRow& r : steps)
+    std::printf("%-7s %7u %6u %12.1f %12.1f %12.1f %14.3f\n", r.path.c_str(), r.context,
+                r.tokens_timed, r.step_us, r.kernel_us, r.step_us - r.kernel_us,
+                r.bus_bytes / 1e6);
+  std::printf("\nmla_paged_decode: q_head_dim = kv_cache_dim = 576, 1 KV head, one pool for K and V\n");
+  std::printf("%-6s %6s %7s %4s %6s %10s %9s %8s\n", "dtype", "batch", "context", "hq", "block",
+              "us", "GB/s", "ceiling");
+  for (const DecodeRow& r : decode)
+    std::printf("%-6s %6u %7u %4u %6u %10.2f %9.1f %7.1f%%\n", r.dtype.c_str(), r.batch,
+                r.context, r.q_heads, r.block_size, r.us, r.gbps(), 100.0 * r.frac());
+
+  if (!args.json.empty()) {
+    FILE* f = std::fopen(args.json.c_str(), "w");
+    if (f == nullptr) die("cannot write " + args.json);
+    char date[64];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"date\": \"%s\",\n", props.name.c_str(), date);
+    std::fprintf(f, "  \"ceiling_tbps\": %.3f,\n  \"copy_tbps_measured\": %.3f,\n", kCeilingTBps,
+                 ceiling);
+    std::fprintf(f,
+                 "  \"k3_config\": {\"heads\": %u, \"qk_nope_head_dim\": %u, "
+                 "\"qk_rope_head_dim\": %u, \"v_head_dim\": %u, \"mla_use_nope\": %s, "
+                 "\"mla_use_output_gate\": %s},\n  \"k3_steps\": [\n",
+                 cfg.heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
+                 cfg.mla_use_nope ? "true" : "false", cfg.mla_use_output_gate ? "true" : "false");
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const StepRow& r = steps[i];
+      std::fprintf(f,
+                   "    {\"path\": \"%s\", \"context\": %u, \"tokens_timed\": %u, "
+                   "\"step_us\": %.3f, \"kernel_us\": %.3f, \"host_side_us\": %.3f, "
+                   "\"bus_bytes_per_token\": %.0f}%s\n",
+                   r.path.c_str(), r.context, r.tokens_timed, r.step_us, r.kernel_us,
+                   r.step_us - r.kernel_us, r.bus_bytes, i + 1 < steps.size() ? "," : "");
+    }
+    std::fprintf(f, "  ],\n  \"decode\": [\n");
+    for (size_t i = 0; i < decode.size(); ++i) {
+      const DecodeRow& r = decode[i];
+      std::fprintf(f,
+                   "    {\"op\": \"mla_paged_decode_%s\", \"batch\": %u, \"context\": %u, "
+                   "\"num_q_heads\": %u, \"num_kv_heads\": 1, \"q_head_dim\": 576, "
+                   "\"kv_cache_dim\": 576, \"block_size\": %u, \"us\": %.3f, \"bytes\": %.0f, "
+                   "\"gbps\": %.1f, \"frac\": %.4f}%s\n",
+                   r.dtype.c_str(), r.batch, r.context, r.q_heads, r.block_size, r.us, r.bytes,
+                   r.gbps(), r.frac(), i + 1 < decode.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+  }
+  ok(dev.destroy_stream(stream), "stream");
+  return 0;
+}
