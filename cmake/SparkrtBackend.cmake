@@ -14,6 +14,8 @@ function(sparkrt_add_backend name)
   endif()
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE sparkrt::plugin_sdk ${ARG_LIBRARIES})
+  # In-tree plugins report the project's version (SPARKRT_DEFINE_PLUGIN's third argument).
+  target_compile_definitions(${target} PRIVATE SPARKRT_VERSION="${PROJECT_VERSION}")
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME sparkrt_backend_${name}

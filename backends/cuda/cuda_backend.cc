@@ -37,7 +37,7 @@ class CudaBackend final : public sdk::Backend {
 }  // namespace
 }  // namespace sparkrt::cuda
 
-SPARKRT_DEFINE_PLUGIN(sparkrt::cuda::CudaBackend, "cuda", "0.1.0")
+SPARKRT_DEFINE_PLUGIN(sparkrt::cuda::CudaBackend, "cuda", SPARKRT_VERSION)
 
 namespace sparkrt::cuda {
 namespace {

@@ -256,4 +256,4 @@ const void* MockBackend::extension(std::string_view name) {
 }  // namespace
 }  // namespace sparkrt::mock
 
-SPARKRT_DEFINE_PLUGIN(sparkrt::mock::MockBackend, "mock", "0.1.0")
+SPARKRT_DEFINE_PLUGIN(sparkrt::mock::MockBackend, "mock", SPARKRT_VERSION)
