@@ -32,10 +32,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "reference/numeric.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/sparkrt.h"
+
+// Prefixes this bench's error messages (bench_support.h).
+const char sparkrt::bench::kBenchName[] = "sparkrt_kv_cache_bench";
 
 namespace {
 
@@ -43,29 +47,7 @@ namespace ops = sparkrt::ops;
 using sparkrt::Device;
 using sparkrt::DevicePtr;
 using sparkrt::Stream;
-
-constexpr double kCeilingTBps = 4.24;  // H200 device-to-device copy, read + write
-constexpr uint64_t kL2Bytes = 60ull << 20;
-constexpr uint64_t kRotateBytes = 3 * kL2Bytes;
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "sparkrt_kv_cache_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-void ok(const absl::Status& s, const char* what) {
-  if (!s.ok()) die(std::string(what) + ": " + std::string(s.ToString()));
-}
-template <typename T>
-T ok(absl::StatusOr<T> s, const char* what) {
-  if (!s.ok()) die(std::string(what) + ": " + std::string(s.status().ToString()));
-  return *std::move(s);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using namespace sparkrt::bench;
 
 struct Args {
   std::string json;
@@ -73,24 +55,6 @@ struct Args {
   bool quick = false;
   bool decode_only = false;
   bool decode_subset = false;
-};
-
-// Device memory freed at scope exit.
-class Buf {
- public:
-  Buf(Device& dev, uint64_t bytes) : dev_(&dev), bytes_(bytes) {
-    ptr_ = ok(dev.alloc(bytes ? bytes : 1), "alloc");
-  }
-  ~Buf() { dev_->free(ptr_).IgnoreError(); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  DevicePtr ptr() const { return ptr_; }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  Device* dev_;
-  uint64_t bytes_;
-  DevicePtr ptr_;
 };
 
 // Random source data on the device, copied into larger buffers to fill them.
@@ -118,61 +82,6 @@ class Filler {
   Device& dev_;
   Buf bf16_, fp8_;
 };
-
-// Captures `ops_in_graph` calls of `op(i)` and returns the median time per
-// call of the replays, in microseconds.
-template <typename Op>
-double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op) {
-  const auto* g = dev.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
-  if (g == nullptr) die("the cuda backend has no " SPARKRT_GRAPH_EXTENSION_NAME);
-  auto gcheck = [&](SparkrtError* err, const char* what) {
-    if (err == nullptr) return;
-    const char* msg;
-    size_t n;
-    g->error_message(err, &msg, &n);
-    die(std::string(what) + ": " + std::string(msg, n));
-  };
-  // One eager call first: errors show here with a clear message.
-  ok(op(0, stream), "op");
-  ok(dev.synchronize(stream), "sync");
-  SparkrtGraphCaptureArgs begin{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, dev.native_handle(),
-                                stream.handle};
-  gcheck(g->begin_capture(&begin), "begin_capture");
-  for (int i = 0; i < ops_in_graph; ++i) ok(op(i, stream), "op while capturing");
-  SparkrtGraphEndCaptureArgs end{SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE, dev.native_handle(),
-                                 stream.handle, 0, 0};
-  gcheck(g->end_capture(&end), "end_capture");
-  SparkrtGraphLaunchArgs replay{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev.native_handle(), end.graph,
-                                stream.handle};
-  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
-  std::vector<double> us;
-  for (int rep = 0; rep < reps + 2; ++rep) {
-    ok(dev.record_event(ev0, stream), "record");
-    gcheck(g->launch(&replay), "graph launch");
-    ok(dev.record_event(ev1, stream), "record");
-    ok(dev.synchronize_event(ev1), "event sync");
-    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
-    if (rep >= 2) us.push_back(1000.0 * ms / ops_in_graph);  // the first two warm up
-  }
-  SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev.native_handle(),
-                                  end.graph};
-  gcheck(g->destroy(&destroy), "graph destroy");
-  ok(dev.destroy_event(ev0), "event");
-  ok(dev.destroy_event(ev1), "event");
-  return median(us);
-}
-
-// How many independent input sets keep `bytes_per_set` out of the L2.
-int rotation(uint64_t bytes_per_set) {
-  return int(std::clamp<uint64_t>((kRotateBytes + bytes_per_set - 1) / bytes_per_set, 1, 64));
-}
-// Ops per graph: every set at least once, and enough to dwarf the replay's
-// own launch cost.
-int graph_ops(int sets, double est_us_per_op) {
-  const int want = int(std::ceil(2000.0 / std::max(est_us_per_op, 1.0)));
-  const int n = std::clamp(want, 8, 256);
-  return (n + sets - 1) / sets * sets;
-}
 
 struct Row {
   std::string op, dtype;
@@ -431,9 +340,7 @@ int main(int argc, char** argv) {
   }
 
   const auto& props = dev.properties();
-  std::printf("device: %s (%s, %u SMs); copy ceiling measured %.2f TB/s (fractions below use %.2f)\n",
-              props.name.c_str(), props.architecture.c_str(), props.multiprocessor_count, ceiling,
-              kCeilingTBps);
+  print_device_line(props, ceiling);
   std::printf("%-20s %-5s %7s %6s %7s %4s %4s %4s %6s %10s %9s %7s\n", "op", "dtype", "tokens",
               "batch", "context", "hq", "hkv", "hpc", "splits", "us", "GB/s", "ceiling");
   for (const Row& r : rows)
@@ -442,14 +349,8 @@ int main(int argc, char** argv) {
                 r.splits, r.us, r.gbps(), 100.0 * r.frac());
 
   if (!args.json.empty()) {
-    FILE* f = std::fopen(args.json.c_str(), "w");
-    if (f == nullptr) die("cannot write " + args.json);
-    char date[64];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
-    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"date\": \"%s\",\n", props.name.c_str(), date);
-    std::fprintf(f, "  \"ceiling_tbps\": %.3f,\n  \"copy_tbps_measured\": %.3f,\n  \"results\": [\n",
-                 kCeilingTBps, ceiling);
+    FILE* f = open_json(args.json, props, ceiling);
+    std::fprintf(f, "  \"results\": [\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::fprintf(f,

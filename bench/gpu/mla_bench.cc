@@ -37,11 +37,15 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "reference/numeric.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/ops/k3_mla_decode.h"
 #include "sparkrt/ops/mla.h"
 #include "sparkrt/sparkrt.h"
+
+// Prefixes this bench's error messages (bench_support.h).
+const char sparkrt::bench::kBenchName[] = "sparkrt_mla_bench";
 
 namespace {
 
@@ -49,52 +53,12 @@ namespace ops = sparkrt::ops;
 using sparkrt::Device;
 using sparkrt::DevicePtr;
 using sparkrt::Stream;
-
-constexpr double kCeilingTBps = 4.24;  // H200 device-to-device copy, read + write
-constexpr uint64_t kL2Bytes = 60ull << 20;
-constexpr uint64_t kRotateBytes = 3 * kL2Bytes;
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "sparkrt_mla_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-void ok(const absl::Status& s, const char* what) {
-  if (!s.ok()) die(std::string(what) + ": " + std::string(s.ToString()));
-}
-template <typename T>
-T ok(absl::StatusOr<T> s, const char* what) {
-  if (!s.ok()) die(std::string(what) + ": " + std::string(s.status().ToString()));
-  return *std::move(s);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using namespace sparkrt::bench;
 
 struct Args {
   std::string json;
   int reps = 15;
   bool quick = false;
-};
-
-// Device memory freed at scope exit.
-class Buf {
- public:
-  Buf(Device& dev, uint64_t bytes) : dev_(&dev), bytes_(bytes) {
-    ptr_ = ok(dev.alloc(bytes ? bytes : 1), "alloc");
-  }
-  ~Buf() { dev_->free(ptr_).IgnoreError(); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  DevicePtr ptr() const { return ptr_; }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  Device* dev_;
-  uint64_t bytes_;
-  DevicePtr ptr_;
 };
 
 float random_mag(std::mt19937_64& gen, float lo, float hi) {
@@ -136,49 +100,6 @@ class Filler {
   Device& dev_;
   Buf src_[3];
 };
-
-// Captures `ops_in_graph` calls of `op(i)` and returns the median time per
-// call of the replays, in microseconds.
-template <typename Op>
-double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op) {
-  const auto* g = dev.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
-  if (g == nullptr) die("the cuda backend has no " SPARKRT_GRAPH_EXTENSION_NAME);
-  auto gcheck = [&](SparkrtError* err, const char* what) {
-    if (err == nullptr) return;
-    const char* msg;
-    size_t n;
-    g->error_message(err, &msg, &n);
-    die(std::string(what) + ": " + std::string(msg, n));
-  };
-  // One eager call first: errors show here with a clear message.
-  ok(op(0, stream), "op");
-  ok(dev.synchronize(stream), "sync");
-  SparkrtGraphCaptureArgs begin{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, dev.native_handle(),
-                                stream.handle};
-  gcheck(g->begin_capture(&begin), "begin_capture");
-  for (int i = 0; i < ops_in_graph; ++i) ok(op(i, stream), "op while capturing");
-  SparkrtGraphEndCaptureArgs end{SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE, dev.native_handle(),
-                                 stream.handle, 0, 0};
-  gcheck(g->end_capture(&end), "end_capture");
-  SparkrtGraphLaunchArgs replay{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev.native_handle(), end.graph,
-                                stream.handle};
-  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
-  std::vector<double> us;
-  for (int rep = 0; rep < reps + 2; ++rep) {
-    ok(dev.record_event(ev0, stream), "record");
-    gcheck(g->launch(&replay), "graph launch");
-    ok(dev.record_event(ev1, stream), "record");
-    ok(dev.synchronize_event(ev1), "event sync");
-    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
-    if (rep >= 2) us.push_back(1000.0 * ms / ops_in_graph);  // the first two warm up
-  }
-  SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev.native_handle(),
-                                  end.graph};
-  gcheck(g->destroy(&destroy), "graph destroy");
-  ok(dev.destroy_event(ev0), "event");
-  ok(dev.destroy_event(ev1), "event");
-  return median(us);
-}
 
 // Median time of `op` launched eagerly, in microseconds, with events.
 template <typename Op>
@@ -301,18 +222,6 @@ struct DecodeRow {
   double gbps() const { return bytes / us / 1e3; }
   double frac() const { return gbps() / (kCeilingTBps * 1e3); }
 };
-
-// How many independent input sets keep `bytes_per_set` out of the L2.
-int rotation(uint64_t bytes_per_set) {
-  return int(std::clamp<uint64_t>((kRotateBytes + bytes_per_set - 1) / bytes_per_set, 1, 64));
-}
-// Ops per graph: every set at least once, and enough to dwarf the replay's
-// own launch cost.
-int graph_ops(int sets, double est_us_per_op) {
-  const int want = int(std::ceil(2000.0 / std::max(est_us_per_op, 1.0)));
-  const int n = std::clamp(want, 8, 256);
-  return (n + sets - 1) / sets * sets;
-}
 
 DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stream stream,
                        std::mt19937_64& gen, bool nvfp4, uint32_t batch, uint32_t context,
@@ -447,9 +356,7 @@ int main(int argc, char** argv) {
 
   const auto& props = dev.properties();
   const ops::MlaConfig cfg = k3_config();
-  std::printf("device: %s (%s, %u SMs); copy ceiling measured %.2f TB/s (fractions below use %.2f)\n",
-              props.name.c_str(), props.architecture.c_str(), props.multiprocessor_count, ceiling,
-              kCeilingTBps);
+  print_device_line(props, ceiling);
   std::printf("\nK3 token step: heads %u, nope %u, rope %u, v %u, RoPE on, gate on "
               "(per-token medians; host side = step - kernel)\n",
               cfg.heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim);
@@ -467,14 +374,7 @@ int main(int argc, char** argv) {
                 r.context, r.q_heads, r.block_size, r.us, r.gbps(), 100.0 * r.frac());
 
   if (!args.json.empty()) {
-    FILE* f = std::fopen(args.json.c_str(), "w");
-    if (f == nullptr) die("cannot write " + args.json);
-    char date[64];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
-    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"date\": \"%s\",\n", props.name.c_str(), date);
-    std::fprintf(f, "  \"ceiling_tbps\": %.3f,\n  \"copy_tbps_measured\": %.3f,\n", kCeilingTBps,
-                 ceiling);
+    FILE* f = open_json(args.json, props, ceiling);
     std::fprintf(f,
                  "  \"k3_config\": {\"heads\": %u, \"qk_nope_head_dim\": %u, "
                  "\"qk_rope_head_dim\": %u, \"v_head_dim\": %u, \"mla_use_nope\": %s, "

@@ -35,6 +35,12 @@ struct CacheGeometry {
   uint64_t row_elems() const { return uint64_t{num_kv_heads} * head_dim; }
 };
 
+// A pool whose blocks hold exactly block_size rows (every cache but the fp8
+// one, which takes its block stride as an argument).
+CacheGeometry dense_cache(uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size) {
+  return {num_kv_heads, head_dim, block_size, uint64_t{block_size} * num_kv_heads * head_dim};
+}
+
 // The shared shape of the token-to-slot writers: checks the scalars, reads
 // the slot mapping, and finds the extents the launch touches.
 struct SlotWrite {
@@ -81,6 +87,16 @@ absl::Status check_stride(const Launch& l, const char* name, uint32_t stride,
                                     name, stride, g.row_elems()));
 }
 
+// The bf16 rows a slot write reads, `stride` elements apart, as far as the
+// last token with a slot.
+absl::StatusOr<std::span<const bf16_bits>> source_rows(const Launch& l, uint32_t arg,
+                                                       const char* name, uint32_t stride,
+                                                       const CacheGeometry& g, const SlotWrite& w,
+                                                       const std::string& why) {
+  return operand<const bf16_bits>(l, arg, name, rows_extent(w.last_token, stride, g.row_elems()),
+                                  why);
+}
+
 std::string slot_why(const SlotWrite& w) {
   return w.last_token < 0 ? std::string("no token")
                           : absl::StrFormat("token %d's slot (the furthest row written)",
@@ -121,22 +137,16 @@ SPARKRT_REFERENCE_KERNEL(kv_cache, reshape_and_cache) {
   const uint32_t num_kv_heads = launch.value<uint32_t>(5);
   const uint32_t head_dim = launch.value<uint32_t>(6);
   const uint32_t block_size = launch.value<uint32_t>(7);
-  const CacheGeometry geom{num_kv_heads, head_dim, block_size,
-                           uint64_t{block_size} * num_kv_heads * head_dim};
+  const CacheGeometry geom = dense_cache(num_kv_heads, head_dim, block_size);
   const uint32_t key_stride = launch.value<uint32_t>(8);
   const uint32_t value_stride = launch.value<uint32_t>(9);
   SPARKRT_ASSIGN_OR_RETURN(const SlotWrite w, plan_slot_write(launch, 4, geom));
   if (auto s = check_stride(launch, "key_stride", key_stride, geom); !s.ok()) return s;
   if (auto s = check_stride(launch, "value_stride", value_stride, geom); !s.ok()) return s;
   const std::string why = slot_why(w);
-  SPARKRT_ASSIGN_OR_RETURN(
-      auto key, operand<const bf16_bits>(launch, 0, "key",
-                                         rows_extent(w.last_token, key_stride, geom.row_elems()),
-                                         why));
-  SPARKRT_ASSIGN_OR_RETURN(
-      auto value,
-      operand<const bf16_bits>(launch, 1, "value",
-                               rows_extent(w.last_token, value_stride, geom.row_elems()), why));
+  SPARKRT_ASSIGN_OR_RETURN(auto key, source_rows(launch, 0, "key", key_stride, geom, w, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto value,
+                           source_rows(launch, 1, "value", value_stride, geom, w, why));
   SPARKRT_ASSIGN_OR_RETURN(auto k_cache,
                            operand<bf16_bits>(launch, 2, "k_cache", w.cache_extent, why));
   SPARKRT_ASSIGN_OR_RETURN(auto v_cache,
@@ -157,15 +167,12 @@ SPARKRT_REFERENCE_KERNEL(kv_cache, reshape_and_cache_flash_v_only) {
   const uint32_t head_dim = launch.value<uint32_t>(4);
   const uint32_t block_size = launch.value<uint32_t>(5);
   const uint32_t value_stride = launch.value<uint32_t>(6);
-  const CacheGeometry geom{num_kv_heads, head_dim, block_size,
-                           uint64_t{block_size} * num_kv_heads * head_dim};
+  const CacheGeometry geom = dense_cache(num_kv_heads, head_dim, block_size);
   SPARKRT_ASSIGN_OR_RETURN(const SlotWrite w, plan_slot_write(launch, 2, geom));
   if (auto s = check_stride(launch, "value_stride", value_stride, geom); !s.ok()) return s;
   const std::string why = slot_why(w);
-  SPARKRT_ASSIGN_OR_RETURN(
-      auto value,
-      operand<const bf16_bits>(launch, 0, "value",
-                               rows_extent(w.last_token, value_stride, geom.row_elems()), why));
+  SPARKRT_ASSIGN_OR_RETURN(auto value,
+                           source_rows(launch, 0, "value", value_stride, geom, w, why));
   SPARKRT_ASSIGN_OR_RETURN(auto v_cache,
                            operand<bf16_bits>(launch, 1, "v_cache", w.cache_extent, why));
   for (uint32_t t = 0; t < w.num_tokens; ++t) {
@@ -191,14 +198,9 @@ SPARKRT_REFERENCE_KERNEL(kv_cache, reshape_and_cache_fp8) {
   if (auto s = check_stride(launch, "key_stride", key_stride, geom); !s.ok()) return s;
   if (auto s = check_stride(launch, "value_stride", value_stride, geom); !s.ok()) return s;
   const std::string why = slot_why(w);
-  SPARKRT_ASSIGN_OR_RETURN(
-      auto key, operand<const bf16_bits>(launch, 0, "key",
-                                         rows_extent(w.last_token, key_stride, geom.row_elems()),
-                                         why));
-  SPARKRT_ASSIGN_OR_RETURN(
-      auto value,
-      operand<const bf16_bits>(launch, 1, "value",
-                               rows_extent(w.last_token, value_stride, geom.row_elems()), why));
+  SPARKRT_ASSIGN_OR_RETURN(auto key, source_rows(launch, 0, "key", key_stride, geom, w, why));
+  SPARKRT_ASSIGN_OR_RETURN(auto value,
+                           source_rows(launch, 1, "value", value_stride, geom, w, why));
   SPARKRT_ASSIGN_OR_RETURN(auto k_cache,
                            operand<fp8_bits>(launch, 2, "k_cache", w.cache_extent, why));
   SPARKRT_ASSIGN_OR_RETURN(auto v_cache,
@@ -232,8 +234,7 @@ absl::Status fused_k_path(const Launch& l, uint32_t num_pos, FusedOut out_kind) 
   const float eps = l.value<float>(a + 6);
   const float theta = l.value<float>(a + 7);
   const float inv_scale = out_kind == FusedOut::kFp8 ? l.value<float>(a + 8) : 1.0f;
-  const CacheGeometry geom{num_kv_heads, head_dim, block_size,
-                           uint64_t{block_size} * num_kv_heads * head_dim};
+  const CacheGeometry geom = dense_cache(num_kv_heads, head_dim, block_size);
   if (rotary_dim % 2 != 0 || rotary_dim > head_dim)
     return invalid_launch(l, absl::StrFormat("rotary_dim %d must be even and <= head_dim %d", rotary_dim,
                                       head_dim));

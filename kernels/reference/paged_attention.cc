@@ -36,6 +36,20 @@ struct DecodeShape {
   uint32_t num_splits = 0;
 };
 
+// The scalars all four decode entries take in this order, from argument
+// `first` on (6 for the one-pass entries, 7 for the split ones).
+DecodeShape leading_scalars(const Launch& l, uint32_t first) {
+  DecodeShape s{};
+  s.num_seqs = l.grid()[1];
+  s.max_blocks_per_seq = l.value<uint32_t>(first);
+  s.num_q_heads = l.value<uint32_t>(first + 1);
+  s.num_kv_heads = l.value<uint32_t>(first + 2);
+  s.head_dim = l.value<uint32_t>(first + 3);
+  s.block_size = l.value<uint32_t>(first + 4);
+  s.inv_sqrt_d = l.value<float>(first + 5);
+  return s;
+}
+
 constexpr float kLog2e = 1.4426950408889634f;
 
 // How a cache element reads as f32.
@@ -191,14 +205,7 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16) {
   using namespace sparkrt::reference;
-  DecodeShape s{};
-  s.num_seqs = launch.grid()[1];
-  s.max_blocks_per_seq = launch.value<uint32_t>(6);
-  s.num_q_heads = launch.value<uint32_t>(7);
-  s.num_kv_heads = launch.value<uint32_t>(8);
-  s.head_dim = launch.value<uint32_t>(9);
-  s.block_size = launch.value<uint32_t>(10);
-  s.inv_sqrt_d = launch.value<float>(11);
+  DecodeShape s = leading_scalars(launch, 6);
   s.q_stride = launch.value<uint32_t>(12);
   s.sliding_window = launch.value<uint32_t>(13);
   s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
@@ -207,14 +214,7 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16) {
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8) {
   using namespace sparkrt::reference;
-  DecodeShape s{};
-  s.num_seqs = launch.grid()[1];
-  s.max_blocks_per_seq = launch.value<uint32_t>(6);
-  s.num_q_heads = launch.value<uint32_t>(7);
-  s.num_kv_heads = launch.value<uint32_t>(8);
-  s.head_dim = launch.value<uint32_t>(9);
-  s.block_size = launch.value<uint32_t>(10);
-  s.inv_sqrt_d = launch.value<float>(11);
+  DecodeShape s = leading_scalars(launch, 6);
   s.k_scale = launch.value<float>(12);
   s.v_scale = launch.value<float>(13);
   s.q_stride = launch.value<uint32_t>(14);
@@ -225,14 +225,7 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8) {
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split) {
   using namespace sparkrt::reference;
-  DecodeShape s{};
-  s.num_seqs = launch.grid()[1];
-  s.max_blocks_per_seq = launch.value<uint32_t>(7);
-  s.num_q_heads = launch.value<uint32_t>(8);
-  s.num_kv_heads = launch.value<uint32_t>(9);
-  s.head_dim = launch.value<uint32_t>(10);
-  s.block_size = launch.value<uint32_t>(11);
-  s.inv_sqrt_d = launch.value<float>(12);
+  DecodeShape s = leading_scalars(launch, 7);
   s.q_stride = launch.value<uint32_t>(13);
   s.sliding_window = launch.value<uint32_t>(14);
   s.num_splits = launch.value<uint32_t>(15);
@@ -243,14 +236,7 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split) {
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split) {
   using namespace sparkrt::reference;
-  DecodeShape s{};
-  s.num_seqs = launch.grid()[1];
-  s.max_blocks_per_seq = launch.value<uint32_t>(7);
-  s.num_q_heads = launch.value<uint32_t>(8);
-  s.num_kv_heads = launch.value<uint32_t>(9);
-  s.head_dim = launch.value<uint32_t>(10);
-  s.block_size = launch.value<uint32_t>(11);
-  s.inv_sqrt_d = launch.value<float>(12);
+  DecodeShape s = leading_scalars(launch, 7);
   s.k_scale = launch.value<float>(13);
   s.v_scale = launch.value<float>(14);
   s.q_stride = launch.value<uint32_t>(15);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gpu_test_support.h"
 #include "reference/numeric.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/sparkrt.h"
@@ -27,83 +28,24 @@ namespace {
 namespace ops = sparkrt::ops;
 using reference::bf16_bits;
 using reference::fp8_bits;
-
-#define REQUIRE_OK(expr)                                   \
-  do {                                                     \
-    const absl::Status _st = (expr);                       \
-    REQUIRE_MESSAGE(_st.ok(), std::string(_st.ToString())); \
-  } while (0)
-
-constexpr uint8_t kPoison = 0xff;
-
-uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) | std::random_device{}(); }
+using namespace gpu_test;
 
 // One device with its resolved kernels.
 struct Side {
   std::unique_ptr<Device> dev;
   ops::KvCacheKernels k;
 
-  explicit Side(const std::string& backend) {
-    auto d = Device::open({.backend = backend});
-    REQUIRE_MESSAGE(d.ok(), std::string(d.status().ToString()));
-    dev = *std::move(d);
-    auto kk = ops::KvCacheKernels::resolve(*dev);
-    REQUIRE_MESSAGE(kk.ok(), std::string(kk.status().ToString()));
-    k = *kk;
-  }
+  explicit Side(const std::string& backend)
+      : dev(require_value(Device::open({.backend = backend}))),
+        k(require_value(ops::KvCacheKernels::resolve(*dev))) {}
 };
 
 // The two devices every test compares, opened once.
-struct Pair {
-  Side gpu{"cuda"};
-  Side cpu{"cpu"};
-};
+using Pair = DevicePair<Side>;
 Pair& pair() {
   static Pair p;
   return p;
 }
-
-// A buffer with the same contents on both devices.
-class Twin {
- public:
-  Twin(Pair& p, size_t bytes) : p_(&p), bytes_(bytes == 0 ? 1 : bytes) {
-    for (int i = 0; i < 2; ++i) {
-      auto a = dev(i).alloc(bytes_);
-      REQUIRE_MESSAGE(a.ok(), std::string(a.status().ToString()));
-      ptr_[i] = *a;
-    }
-  }
-  template <typename T>
-  Twin(Pair& p, const std::vector<T>& host) : Twin(p, host.size() * sizeof(T)) {
-    for (int i = 0; i < 2; ++i) REQUIRE_OK(dev(i).copy_h2d(host.data(), ptr_[i], host.size() * sizeof(T)));
-  }
-  ~Twin() {
-    for (int i = 0; i < 2; ++i) dev(i).free(ptr_[i]).IgnoreError();
-  }
-  Twin(const Twin&) = delete;
-  Twin& operator=(const Twin&) = delete;
-
-  DevicePtr gpu() const { return ptr_[0]; }
-  DevicePtr cpu() const { return ptr_[1]; }
-  DevicePtr on(int side) const { return ptr_[side]; }
-  size_t bytes() const { return bytes_; }
-  void poison() {
-    for (int i = 0; i < 2; ++i) REQUIRE_OK(dev(i).memset(ptr_[i], kPoison, bytes_));
-  }
-  template <typename T>
-  std::vector<T> read(int side) const {
-    std::vector<T> h(bytes_ / sizeof(T));
-    REQUIRE_OK(dev(side).synchronize());
-    REQUIRE_OK(dev(side).copy_d2h(ptr_[side], h.data(), h.size() * sizeof(T)));
-    return h;
-  }
-
- private:
-  Device& dev(int i) const { return i == 0 ? *p_->gpu.dev : *p_->cpu.dev; }
-  Pair* p_;
-  size_t bytes_;
-  DevicePtr ptr_[2];
-};
 
 std::vector<bf16_bits> random_bf16(std::mt19937_64& gen, size_t n, float lo = 0.25f,
                                    float hi = 2.0f) {
@@ -121,20 +63,6 @@ std::vector<fp8_bits> random_fp8(std::mt19937_64& gen, size_t n, float lo, float
   std::vector<fp8_bits> v(n);
   for (auto& x : v) x = reference::f32_to_fp8_e4m3(neg(gen) ? -mag(gen) : mag(gen));
   return v;
-}
-
-template <typename T>
-void check_bitwise(const Twin& t, const char* what) {
-  const auto g = t.read<T>(0), c = t.read<T>(1);
-  REQUIRE(g.size() == c.size());
-  size_t bad = 0, first = g.size();
-  for (size_t i = 0; i < g.size(); ++i)
-    if (g[i] != c[i] && bad++ == 0) first = i;
-  INFO(what << ": " << bad << " of " << g.size() << " elements differ; first at " << first
-            << (first < g.size() ? " gpu " + std::to_string(g[first]) + " cpu " +
-                                       std::to_string(c[first])
-                                 : std::string()));
-  CHECK(bad == 0);
 }
 
 // Shuffled block ids [0, n).

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gpu_test_support.h"
 #include "reference/numeric.h"
 #include "sparkrt/ops/k3_mla_decode.h"
 #include "sparkrt/ops/mla.h"
@@ -28,16 +29,7 @@ namespace {
 namespace ops = sparkrt::ops;
 using reference::bf16_bits;
 using reference::fp8_bits;
-
-#define REQUIRE_OK(expr)                                    \
-  do {                                                      \
-    const absl::Status _st = (expr);                        \
-    REQUIRE_MESSAGE(_st.ok(), std::string(_st.ToString())); \
-  } while (0)
-
-constexpr uint8_t kPoison = 0xff;
-
-uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) | std::random_device{}(); }
+using namespace gpu_test;
 
 // One device with both kernel sets resolved.
 struct Side {
@@ -45,70 +37,19 @@ struct Side {
   ops::MlaKernels m;
   ops::K3MlaDecodeKernels k3;
 
-  explicit Side(const std::string& backend) {
-    auto d = Device::open({.backend = backend});
-    REQUIRE_MESSAGE(d.ok(), std::string(d.status().ToString()));
-    dev = *std::move(d);
-    auto mk = ops::MlaKernels::resolve(*dev);
-    REQUIRE_MESSAGE(mk.ok(), std::string(mk.status().ToString()));
-    m = *mk;
-    auto kk = ops::K3MlaDecodeKernels::resolve(*dev);
-    REQUIRE_MESSAGE(kk.ok(), std::string(kk.status().ToString()));
-    k3 = *kk;
-  }
+  explicit Side(const std::string& backend)
+      : dev(require_value(Device::open({.backend = backend}))),
+        m(require_value(ops::MlaKernels::resolve(*dev))),
+        k3(require_value(ops::K3MlaDecodeKernels::resolve(*dev))) {}
 };
 
 // The two devices every test compares, opened once: side 0 is cuda, side 1
 // the cpu reference.
-struct Pair {
-  Side gpu{"cuda"};
-  Side cpu{"cpu"};
-  Side& side(int i) { return i == 0 ? gpu : cpu; }
-};
+using Pair = DevicePair<Side>;
 Pair& pair() {
   static Pair p;
   return p;
 }
-
-// A buffer with the same contents on both devices.
-class Twin {
- public:
-  explicit Twin(size_t bytes) : bytes_(bytes == 0 ? 1 : bytes) {
-    for (int i = 0; i < 2; ++i) {
-      auto a = dev(i).alloc(bytes_);
-      REQUIRE_MESSAGE(a.ok(), std::string(a.status().ToString()));
-      ptr_[i] = *a;
-    }
-  }
-  template <typename T>
-  explicit Twin(const std::vector<T>& host) : Twin(host.size() * sizeof(T)) {
-    for (int i = 0; i < 2; ++i)
-      REQUIRE_OK(dev(i).copy_h2d(host.data(), ptr_[i], host.size() * sizeof(T)));
-  }
-  ~Twin() {
-    for (int i = 0; i < 2; ++i) dev(i).free(ptr_[i]).IgnoreError();
-  }
-  Twin(const Twin&) = delete;
-  Twin& operator=(const Twin&) = delete;
-
-  DevicePtr on(int side) const { return ptr_[side]; }
-  size_t bytes() const { return bytes_; }
-  void poison() {
-    for (int i = 0; i < 2; ++i) REQUIRE_OK(dev(i).memset(ptr_[i], kPoison, bytes_));
-  }
-  template <typename T>
-  std::vector<T> read(int side) const {
-    std::vector<T> h(bytes_ / sizeof(T));
-    REQUIRE_OK(dev(side).synchronize());
-    REQUIRE_OK(dev(side).copy_d2h(ptr_[side], h.data(), h.size() * sizeof(T)));
-    return h;
-  }
-
- private:
-  static Device& dev(int i) { return *pair().side(i).dev; }
-  size_t bytes_;
-  DevicePtr ptr_[2];
-};
 
 float random_mag(std::mt19937_64& gen, float lo, float hi) {
   const float m = std::uniform_real_distribution<float>(lo, hi)(gen);
@@ -134,17 +75,6 @@ std::vector<fp8_bits> random_fp8(std::mt19937_64& gen, size_t n, float lo, float
 
 double bf16d(uint16_t b) { return reference::bf16_to_f32(b); }
 double fp8d(uint8_t b) { return reference::fp8_e4m3_to_f32(b); }
-
-template <typename T>
-void check_bitwise(const Twin& t, const std::string& what) {
-  const auto g = t.read<T>(0), c = t.read<T>(1);
-  REQUIRE(g.size() == c.size());
-  size_t bad = 0, first = g.size();
-  for (size_t i = 0; i < g.size(); ++i)
-    if (std::memcmp(&g[i], &c[i], sizeof(T)) != 0 && bad++ == 0) first = i;
-  INFO(what << ": " << bad << " of " << g.size() << " elements differ; first at " << first);
-  CHECK(bad == 0);
-}
 
 // Counts of one elementwise comparison.
 struct Tally {
@@ -194,7 +124,7 @@ TEST_CASE("mla_batched_gemv matches the reference over heads, shapes and strides
                   << s.input_stride << " output_stride " << s.output_stride);
     const auto in = random_bf16(gen, size_t{s.heads} * s.input_stride);
     const auto w = random_bf16(gen, size_t{s.heads} * s.n_out * s.k);
-    Twin input(in), weight(w), out(size_t{s.heads} * s.output_stride * 2);
+    Twin input(p, in), weight(p, w), out(p, size_t{s.heads} * s.output_stride * 2);
     out.poison();
     for (int side = 0; side < 2; ++side) {
       Side& d = p.side(side);
@@ -236,10 +166,10 @@ TEST_CASE("mla_q_rope_scatter and mla_q_rope_writeback match the reference bit f
     INFO("nq " << s.nq << " hd " << s.hd << " nope " << s.nope << " rope " << s.rope
                << " kv_lora " << s.kv_lora << " mla_cache_dim " << s.dim);
     // The absorbed buffer starts with random contents: only the rope parts may change.
-    Twin q_full(random_bf16(gen, size_t{s.nq} * s.hd));
-    Twin absorbed(random_bf16(gen, size_t{s.nq} * s.dim));
-    Twin contiguous(size_t{s.nq} * s.rope * 2 + 64);  // poisoned tail: not written
-    Twin rotated(random_bf16(gen, size_t{s.nq} * s.rope));
+    Twin q_full(pair(), random_bf16(gen, size_t{s.nq} * s.hd));
+    Twin absorbed(pair(), random_bf16(gen, size_t{s.nq} * s.dim));
+    Twin contiguous(pair(), size_t{s.nq} * s.rope * 2 + 64);  // poisoned tail: not written
+    Twin rotated(pair(), random_bf16(gen, size_t{s.nq} * s.rope));
     contiguous.poison();
     for (int side = 0; side < 2; ++side) {
       Side& d = pair().side(side);
@@ -279,9 +209,9 @@ TEST_CASE("mla_cache_assemble matches the reference bit for bit") {
   for (const Shape& s : {Shape{512, 64, 576}, Shape{512, 64, 600}, Shape{128, 32, 200},
                          Shape{960, 64, 1024}, Shape{100, 20, 130}}) {
     INFO("kv_lora " << s.kv_lora << " rope " << s.rope << " mla_cache_dim " << s.dim);
-    Twin latent(random_bf16(gen, s.kv_lora)), k_rope(random_bf16(gen, s.rope));
+    Twin latent(pair(), random_bf16(gen, s.kv_lora)), k_rope(pair(), random_bf16(gen, s.rope));
     // Three rows each; the op writes the middle one, its neighbours stay poisoned.
-    Twin kc(size_t{3} * s.dim * 2), vc(size_t{3} * s.dim * 2);
+    Twin kc(pair(), size_t{3} * s.dim * 2), vc(pair(), size_t{3} * s.dim * 2);
     kc.poison();
     vc.poison();
     for (int side = 0; side < 2; ++side) {
@@ -374,14 +304,14 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
   if (c.comp > 0)
     for (auto x : comp_rows) max_v = std::max(max_v, std::fabs(fp8d(x)) * v_scale);
 
-  Twin q(random_bf16(gen, size_t{seqs} * c.q_heads * c.q_dim));
+  Twin q(pair(), random_bf16(gen, size_t{seqs} * c.q_heads * c.q_dim));
   // K and V in separate pools, except once where V is K itself (as MLA stores it).
   const bool shared = !c.nvfp4 && c.window == 0 && c.comp == 0 && c.sinks;
-  Twin kc(kp), vc(vp), tb(tables), lb(c.lens), sinks(random_f32(gen, c.q_heads, 0.5f, 4.0f)),
-      comp(comp_rows);
+  Twin kc(pair(), kp), vc(pair(), vp), tb(pair(), tables), lb(pair(), c.lens),
+      sinks(pair(), random_f32(gen, c.q_heads, 0.5f, 4.0f)), comp(pair(), comp_rows);
   if (shared)
     for (auto x : kp) max_v = std::max(max_v, std::fabs(fp8d(x)) * v_scale);
-  Twin out(size_t{seqs} * c.q_heads * dv * 2);
+  Twin out(pair(), size_t{seqs} * c.q_heads * dv * 2);
   out.poison();
   // The DeepSeek scale, 1/sqrt(nope + rope), not 1/sqrt(576).
   const float inv_sqrt_d = 1.0f / std::sqrt(192.0f);
@@ -490,7 +420,7 @@ TEST_CASE("k3_mla_maybe_rope matches the reference, NoPE changes nothing") {
       INFO("heads " << s.heads << " nope " << s.nope << " rope " << s.rope << " pos " << pos);
       const uint32_t dq = s.nope + s.rope;
       const auto qh = random_f32(gen, size_t{s.heads} * dq), kh = random_f32(gen, size_t{s.heads} * dq);
-      Twin q(qh), k(kh);
+      Twin q(pair(), qh), k(pair(), kh);
       for (int side = 0; side < 2; ++side) {
         Side& d = pair().side(side);
         REQUIRE_OK(ops::k3_mla_maybe_rope(*d.dev, d.k3,
@@ -515,7 +445,7 @@ TEST_CASE("k3_mla_maybe_rope matches the reference, NoPE changes nothing") {
         tally.check(t == &q ? "rope q" : "rope k");
       }
       // NoPE: both rows unchanged, even with an odd rope_dim.
-      Twin q2(qh), k2(kh);
+      Twin q2(pair(), qh), k2(pair(), kh);
       for (int side = 0; side < 2; ++side) {
         Side& d = pair().side(side);
         REQUIRE_OK(ops::k3_mla_maybe_rope(*d.dev, d.k3,
@@ -544,9 +474,10 @@ TEST_CASE("k3_mla_sdpa_gate matches the reference over lengths, dims and the gat
           const auto vh = random_f32(gen, size_t{seq} * heads * dv + 1);
           double max_v = 0;
           for (float x : vh) max_v = std::max(max_v, double(std::fabs(x)));
-          Twin q(random_f32(gen, size_t{heads} * dq, 0.05f, 0.3f));
-          Twin k(random_f32(gen, size_t{seq} * heads * dq + 1)), v(vh);
-          Twin g(random_f32(gen, size_t{heads} * dv, 0.25f, 4.0f)), out(size_t{heads} * dv * 4);
+          Twin q(pair(), random_f32(gen, size_t{heads} * dq, 0.05f, 0.3f));
+          Twin k(pair(), random_f32(gen, size_t{seq} * heads * dq + 1)), v(pair(), vh);
+          Twin g(pair(), random_f32(gen, size_t{heads} * dv, 0.25f, 4.0f));
+          Twin out(pair(), size_t{heads} * dv * 4);
           out.poison();
           for (int side = 0; side < 2; ++side) {
             Side& d = pair().side(side);

@@ -15,12 +15,15 @@
 #include "absl/status/status.h"
 #include "sparkrt/sparkrt.h"
 #include "sparkrt/testing/mock.h"
+#include "status_checks.h"
 
 namespace mocktest {
 
 using sparkrt::testing::MockArg;
 using sparkrt::testing::MockInspector;
 using sparkrt::testing::MockLaunch;
+using sparkrt::testing::contains;
+using sparkrt::testing::fresh_seed;
 
 inline constexpr char kTwin[] = "twin_contract";
 inline constexpr char kRope[] = "twin_maybe_rope_f32";
@@ -45,10 +48,6 @@ inline MockInspector inspect(sparkrt::Device& dev) {
   return *std::move(mock);
 }
 
-inline bool contains(const absl::Status& s, std::string_view text) {
-  return std::string(s.message()).find(text) != std::string::npos;
-}
-
 // Asserts the code and that the message names every one of `parts`.
 inline void check_error(const absl::Status& s, absl::StatusCode code,
                         std::initializer_list<std::string_view> parts) {
@@ -66,9 +65,6 @@ inline std::string hex(uint64_t v) {
   return buf;
 }
 
-// A fresh seed per run; tests report it with INFO so a failure can be replayed.
-inline uint64_t fresh_seed() { return (uint64_t{std::random_device{}()} << 32) | std::random_device{}(); }
-
 // n random bytes, none zero (so a copy that moves nothing is caught).
 inline std::vector<uint8_t> random_bytes(std::mt19937_64& gen, size_t n) {
   std::uniform_int_distribution<int> d(1, 255);
@@ -78,16 +74,5 @@ inline std::vector<uint8_t> random_bytes(std::mt19937_64& gen, size_t n) {
 }
 
 }  // namespace mocktest
-
-#define REQUIRE_OK(expr)                          \
-  do {                                            \
-    const absl::Status _s = (expr);               \
-    REQUIRE_MESSAGE(_s.ok(), _s.ToString());      \
-  } while (0)
-#define CHECK_OK(expr)                            \
-  do {                                            \
-    const absl::Status _s = (expr);               \
-    CHECK_MESSAGE(_s.ok(), _s.ToString());        \
-  } while (0)
 
 #endif  // SPARKRT_TESTS_MOCK_MOCK_TEST_SUPPORT_H_

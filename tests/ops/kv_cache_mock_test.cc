@@ -8,76 +8,25 @@
 #include <utility>
 #include <vector>
 
-#include "ops_test_support.h"
-#include "sparkrt/testing/mock.h"
+#include "ops_mock_support.h"
 
 using namespace opstest;
-using sparkrt::DevicePtr;
 using sparkrt::Dim3;
-using sparkrt::Stream;
 using sparkrt::testing::MockArg;
-using sparkrt::testing::MockInspector;
-using sparkrt::testing::MockLaunch;
 namespace ops = sparkrt::ops;
 
 namespace {
 
-// A fresh mock device, its resolved kernels, a stream of its own, and random
-// distinct fake device addresses (the mock records pointers, never follows
-// them).
-struct MockFixture {
-  std::unique_ptr<sparkrt::Device> dev = open_device("mock");
-  MockInspector mock = inspect(*dev);
+// A fresh mock device (ops_mock_support.h) with the KV-cache kernels resolved.
+struct MockFixture : MockDevice {
   ops::KvCacheKernels kernels = resolve(*dev);
-  Stream stream = make_stream(*dev);
-  std::mt19937_64 gen{fresh_seed()};
-
-  DevicePtr ptr() { return DevicePtr(0x7a0000000000 + (gen() & 0xffffffff) * 256); }
-  uint32_t u32(uint32_t lo, uint32_t hi) {
-    return std::uniform_int_distribution<uint32_t>(lo, hi)(gen);
-  }
-  float f32(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen); }
-
-  // The one launch the op made, after checking it was the only one.
-  MockLaunch only_launch() {
-    const auto launches = mock.launches();
-    REQUIRE(launches.size() == 1);
-    return launches[0];
-  }
-
-  static MockInspector inspect(sparkrt::Device& d) {
-    auto m = MockInspector::attach(d);
-    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
-    return *std::move(m);
-  }
-  static Stream make_stream(sparkrt::Device& d) {
-    auto s = d.create_stream();
-    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
-    return *s;
-  }
 };
-
-void check_launch(const MockLaunch& l, const char* module, const char* entry, Dim3 grid,
-                  Dim3 block, Stream stream, const std::vector<MockArg>& args) {
-  INFO("recorded: ", l);
-  CHECK(l.module == module);
-  CHECK(l.entry == entry);
-  CHECK(l.grid == grid);
-  CHECK(l.block == block);
-  CHECK(l.shared_mem == 0);  // every kernel of both modules uses static shared memory only
-  CHECK(l.stream == stream);
-  REQUIRE(l.args.size() == args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    INFO("argument #", i, ": expected ", args[i]);
-    CHECK(l.args[i] == args[i]);
-  }
-}
 
 }  // namespace
 
 TEST_CASE("ops mock: KvCacheKernels::resolve looks each entry up once, in order") {
   auto dev = open_device("mock");
-  auto mock = MockFixture::inspect(*dev);
+  auto mock = MockDevice::attach(*dev);
   const ops::KvCacheKernels k = resolve(*dev);
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"kv_cache", "fill_slots_from_block_table"},
@@ -105,7 +54,7 @@ TEST_CASE("ops mock: KvCacheKernels::resolve looks each entry up once, in order"
 
 TEST_CASE("ops mock: resolve reports the first missing kernel and stops") {
   auto dev = open_device("mock");
-  auto mock = MockFixture::inspect(*dev);
+  auto mock = MockDevice::attach(*dev);
   REQUIRE_OK(mock.deny_lookup("kv_cache", "reshape_and_cache_fp8"));
   auto k = ops::KvCacheKernels::resolve(*dev);
   REQUIRE_FALSE(k.ok());
@@ -118,8 +67,8 @@ TEST_CASE("ops mock: resolve reports the first missing kernel and stops") {
 
 TEST_CASE("ops mock: fill_slots_from_block_table") {
   MockFixture f;
-  const ops::FillSlotsArgs a{.slots = f.ptr(),
-                             .block_table = f.ptr(),
+  const ops::FillSlotsArgs a{.slots = f.fake_ptr(),
+                             .block_table = f.fake_ptr(),
                              .start_pos = f.u32(0, 5000),
                              .count = f.u32(257, 2000),
                              .block_size = 16};
@@ -148,11 +97,11 @@ TEST_CASE("ops mock: fill_slots_from_block_table") {
 TEST_CASE("ops mock: reshape_and_cache") {
   MockFixture f;
   const uint32_t heads = f.u32(1, 8), dim = 128;
-  const ops::ReshapeAndCacheArgs a{.key = f.ptr(),
-                                   .value = f.ptr(),
-                                   .k_cache = f.ptr(),
-                                   .v_cache = f.ptr(),
-                                   .slot_mapping = f.ptr(),
+  const ops::ReshapeAndCacheArgs a{.key = f.fake_ptr(),
+                                   .value = f.fake_ptr(),
+                                   .k_cache = f.fake_ptr(),
+                                   .v_cache = f.fake_ptr(),
+                                   .slot_mapping = f.fake_ptr(),
                                    .num_tokens = f.u32(1, 5000),
                                    .num_kv_heads = heads,
                                    .head_dim = dim,
@@ -186,9 +135,9 @@ TEST_CASE("ops mock: reshape_and_cache") {
 TEST_CASE("ops mock: reshape_and_cache_flash_v_only") {
   MockFixture f;
   const uint32_t heads = f.u32(1, 8);
-  const ops::ReshapeAndCacheVOnlyArgs a{.value = f.ptr(),
-                                        .v_cache = f.ptr(),
-                                        .slot_mapping = f.ptr(),
+  const ops::ReshapeAndCacheVOnlyArgs a{.value = f.fake_ptr(),
+                                        .v_cache = f.fake_ptr(),
+                                        .slot_mapping = f.fake_ptr(),
                                         .num_tokens = f.u32(1, 5000),
                                         .num_kv_heads = heads,
                                         .head_dim = 64,
@@ -210,11 +159,11 @@ TEST_CASE("ops mock: reshape_and_cache_fp8") {
   MockFixture f;
   const uint32_t heads = f.u32(1, 8), dim = 256, block = 16;
   const ops::ReshapeAndCacheFp8Args a{
-      .key = f.ptr(),
-      .value = f.ptr(),
-      .k_cache = f.ptr(),
-      .v_cache = f.ptr(),
-      .slot_mapping = f.ptr(),
+      .key = f.fake_ptr(),
+      .value = f.fake_ptr(),
+      .k_cache = f.fake_ptr(),
+      .v_cache = f.fake_ptr(),
+      .slot_mapping = f.fake_ptr(),
       .num_tokens = f.u32(1, 5000),
       .num_kv_heads = heads,
       .head_dim = dim,
@@ -262,11 +211,11 @@ TEST_CASE("ops mock: fused_k_norm_rope_cache_write_bf16") {
   for (uint32_t dim : {64u, 128u, 256u}) {
     CAPTURE(dim);
     REQUIRE_OK(f.mock.reset());
-    const ops::FusedKNormRopeArgs a{.k_in = f.ptr(),
-                                    .k_norm_weight = f.ptr(),
-                                    .positions = f.ptr(),
-                                    .k_cache = f.ptr(),
-                                    .slot_mapping = f.ptr(),
+    const ops::FusedKNormRopeArgs a{.k_in = f.fake_ptr(),
+                                    .k_norm_weight = f.fake_ptr(),
+                                    .positions = f.fake_ptr(),
+                                    .k_cache = f.fake_ptr(),
+                                    .slot_mapping = f.fake_ptr(),
                                     .num_tokens = f.u32(1, 5000),
                                     .num_kv_heads = f.u32(1, 16),
                                     .head_dim = dim,
@@ -298,13 +247,13 @@ TEST_CASE("ops mock: fused_k_norm_rope_cache_write_bf16") {
 
 TEST_CASE("ops mock: fused_k_norm_rope_cache_write_bf16_mrope") {
   MockFixture f;
-  const ops::FusedKNormRopeMropeArgs a{.k_in = f.ptr(),
-                                       .k_norm_weight = f.ptr(),
-                                       .pos_t = f.ptr(),
-                                       .pos_h = f.ptr(),
-                                       .pos_w = f.ptr(),
-                                       .k_cache = f.ptr(),
-                                       .slot_mapping = f.ptr(),
+  const ops::FusedKNormRopeMropeArgs a{.k_in = f.fake_ptr(),
+                                       .k_norm_weight = f.fake_ptr(),
+                                       .pos_t = f.fake_ptr(),
+                                       .pos_h = f.fake_ptr(),
+                                       .pos_w = f.fake_ptr(),
+                                       .k_cache = f.fake_ptr(),
+                                       .slot_mapping = f.fake_ptr(),
                                        .num_tokens = f.u32(1, 5000),
                                        .num_kv_heads = f.u32(1, 16),
                                        .head_dim = 128,
@@ -328,11 +277,11 @@ TEST_CASE("ops mock: fused_k_norm_rope_cache_write_bf16_mrope") {
 
 TEST_CASE("ops mock: fused_k_norm_rope_cache_write_fp8") {
   MockFixture f;
-  const ops::FusedKNormRopeFp8Args a{.k_in = f.ptr(),
-                                     .k_norm_weight = f.ptr(),
-                                     .positions = f.ptr(),
-                                     .k_cache = f.ptr(),
-                                     .slot_mapping = f.ptr(),
+  const ops::FusedKNormRopeFp8Args a{.k_in = f.fake_ptr(),
+                                     .k_norm_weight = f.fake_ptr(),
+                                     .positions = f.fake_ptr(),
+                                     .k_cache = f.fake_ptr(),
+                                     .slot_mapping = f.fake_ptr(),
                                      .num_tokens = f.u32(1, 5000),
                                      .num_kv_heads = f.u32(1, 16),
                                      .head_dim = 256,

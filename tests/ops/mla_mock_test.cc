@@ -21,11 +21,6 @@ namespace {
 
 struct MlaMock : MockDevice {
   ops::MlaKernels kernels = resolve_kernels<ops::MlaKernels>(*dev);
-  sparkrt::testing::MockLaunch only_launch() const {
-    const auto launches = mock.launches();
-    REQUIRE(launches.size() == 1);
-    return launches[0];
-  }
   // `s` is InvalidArgument naming `text`, and nothing more was launched.
   void refused(const absl::Status& s, const char* text, size_t launches_before) const {
     INFO(s.ToString());

@@ -20,22 +20,14 @@
 #include "reference/numeric.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/sparkrt.h"
-
-#define REQUIRE_OK(expr)                     \
-  do {                                       \
-    const absl::Status _s = (expr);          \
-    REQUIRE_MESSAGE(_s.ok(), _s.ToString()); \
-  } while (0)
-#define CHECK_OK(expr)                     \
-  do {                                     \
-    const absl::Status _s = (expr);        \
-    CHECK_MESSAGE(_s.ok(), _s.ToString()); \
-  } while (0)
+#include "status_checks.h"
 
 namespace opstest {
 
 using sparkrt::reference::bf16_bits;
 using sparkrt::reference::fp8_bits;
+using sparkrt::testing::contains;
+using sparkrt::testing::fresh_seed;
 
 inline std::unique_ptr<sparkrt::Device> open_device(const std::string& backend) {
   auto dev = sparkrt::Device::open({.backend = backend});
@@ -47,15 +39,6 @@ inline sparkrt::ops::KvCacheKernels resolve(sparkrt::Device& dev) {
   auto k = sparkrt::ops::KvCacheKernels::resolve(dev);
   REQUIRE_MESSAGE(k.ok(), k.status().ToString());
   return *k;
-}
-
-inline bool contains(const absl::Status& s, std::string_view text) {
-  return std::string(s.message()).find(text) != std::string::npos;
-}
-
-// A fresh seed per run; tests report it with INFO so a failure can be replayed.
-inline uint64_t fresh_seed() {
-  return (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
 }
 
 // Device memory freed at scope exit.

@@ -5,48 +5,30 @@
 #include <random>
 #include <vector>
 
-#include "ops_test_support.h"
-#include "sparkrt/testing/mock.h"
+#include "ops_mock_support.h"
 
 using namespace opstest;
 using sparkrt::DevicePtr;
 using sparkrt::Dim3;
 using sparkrt::Stream;
 using sparkrt::testing::MockArg;
-using sparkrt::testing::MockInspector;
 using sparkrt::testing::MockLaunch;
 namespace ops = sparkrt::ops;
 
 namespace {
 
-struct Fixture {
-  std::unique_ptr<sparkrt::Device> dev = open_device("mock");
-  MockInspector mock = attach(*dev);
+// A fresh mock device (ops_mock_support.h) with the KV-cache kernels resolved.
+struct Fixture : MockDevice {
   ops::KvCacheKernels kernels = resolve(*dev);
-  Stream stream = make_stream(*dev);
-  std::mt19937_64 gen{fresh_seed()};
-
-  DevicePtr ptr() { return DevicePtr(0x7a0000000000 + (gen() & 0xffffffff) * 256); }
-
-  static MockInspector attach(sparkrt::Device& d) {
-    auto m = MockInspector::attach(d);
-    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
-    return *std::move(m);
-  }
-  static Stream make_stream(sparkrt::Device& d) {
-    auto s = d.create_stream();
-    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
-    return *s;
-  }
 
   // A Llama-like decode: 32 query heads over 8 KV heads, head_dim 128.
   ops::PagedDecodeAttnArgs bf16_args(uint32_t num_seqs, uint32_t max_blocks) {
-    return {.q = ptr(),
-            .k_cache = ptr(),
-            .v_cache = ptr(),
-            .out = ptr(),
-            .block_tables = ptr(),
-            .seq_lens = ptr(),
+    return {.q = fake_ptr(),
+            .k_cache = fake_ptr(),
+            .v_cache = fake_ptr(),
+            .out = fake_ptr(),
+            .block_tables = fake_ptr(),
+            .seq_lens = fake_ptr(),
             .max_blocks_per_seq = max_blocks,
             .num_seqs = num_seqs,
             .num_q_heads = 32,
@@ -95,7 +77,7 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 one pass, heads per CTA from the GQA
   // Batch 64 x 8 CTAs fills 2 x 132 multiprocessors: no split, even with a
   // workspace and a long context.
   ops::PagedDecodeAttnArgs a = f.bf16_args(64, 512);
-  a.workspace = f.ptr();
+  a.workspace = f.fake_ptr();
   a.workspace_bytes = ops::paged_decode_workspace_bytes(64, 32, 128);
   REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
   auto launches = f.mock.launches();
@@ -134,7 +116,7 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot
   // Batch 1, 8 CTAs, context 4096: 264 / 8 = 33 fit the slots, 4096 / 128 =
   // 32 by length: 32 splits.
   ops::PagedDecodeAttnArgs a = f.bf16_args(1, 256);
-  a.workspace = f.ptr();
+  a.workspace = f.fake_ptr();
   a.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128);
   REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
   const auto launches = f.mock.launches();
@@ -225,7 +207,7 @@ TEST_CASE("ops mock: the split count fills the resident CTA slots in one wave") 
   for (const Case c : {Case{1, 32}, Case{8, 4}, Case{16, 2}, Case{17, 1}, Case{32, 1}}) {
     CAPTURE(c.batch);
     ops::PagedDecodeAttnArgs a = f.bf16_args(c.batch, 256);  // context 4096
-    a.workspace = f.ptr();
+    a.workspace = f.fake_ptr();
     a.workspace_bytes = ops::paged_decode_workspace_bytes(c.batch, 32, 128);
     auto plan = ops::plan_paged_decode(*f.dev, a);
     REQUIRE(plan.ok());
@@ -244,7 +226,7 @@ TEST_CASE("ops mock: the split count fills the resident CTA slots in one wave") 
   ops::PagedDecodeAttnArgs b = f.bf16_args(1, 512);
   b.num_q_heads = 64;
   b.q_stride = 64 * 128;
-  b.workspace = f.ptr();
+  b.workspace = f.fake_ptr();
   b.workspace_bytes = ops::paged_decode_workspace_bytes(1, 64, 128);
   auto plan = ops::plan_paged_decode(*f.dev, b);
   REQUIRE(plan.ok());
@@ -254,12 +236,12 @@ TEST_CASE("ops mock: the split count fills the resident CTA slots in one wave") 
 
 TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
   Fixture f;
-  const ops::PagedDecodeAttnFp8Args a{.q = f.ptr(),
-                                      .k_cache = f.ptr(),
-                                      .v_cache = f.ptr(),
-                                      .out = f.ptr(),
-                                      .block_tables = f.ptr(),
-                                      .seq_lens = f.ptr(),
+  const ops::PagedDecodeAttnFp8Args a{.q = f.fake_ptr(),
+                                      .k_cache = f.fake_ptr(),
+                                      .v_cache = f.fake_ptr(),
+                                      .out = f.fake_ptr(),
+                                      .block_tables = f.fake_ptr(),
+                                      .seq_lens = f.fake_ptr(),
                                       .max_blocks_per_seq = 128,
                                       .num_seqs = 4,
                                       .num_q_heads = 16,
@@ -290,7 +272,7 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
   // allows 1000 / 128 = 7: 7 splits.
   REQUIRE_OK(f.mock.reset());
   ops::PagedDecodeAttnFp8Args b = a;
-  b.workspace = f.ptr();
+  b.workspace = f.fake_ptr();
   b.workspace_bytes = ops::paged_decode_workspace_bytes(4, 16, 64);
   REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, b, f.stream));
   launches = f.mock.launches();
@@ -345,12 +327,12 @@ TEST_CASE("ops mock: decode with no sequences launches nothing, bad shapes are r
   b.k_cache = b.k_cache + 8;  // rows are read 16 bytes at a time
   refused(b, "aligned");
 
-  ops::PagedDecodeAttnFp8Args c{.q = f.ptr(),
-                                .k_cache = f.ptr(),
-                                .v_cache = f.ptr(),
-                                .out = f.ptr(),
-                                .block_tables = f.ptr(),
-                                .seq_lens = f.ptr(),
+  ops::PagedDecodeAttnFp8Args c{.q = f.fake_ptr(),
+                                .k_cache = f.fake_ptr(),
+                                .v_cache = f.fake_ptr(),
+                                .out = f.fake_ptr(),
+                                .block_tables = f.fake_ptr(),
+                                .seq_lens = f.fake_ptr(),
                                 .max_blocks_per_seq = 8,
                                 .num_seqs = 2,
                                 .num_q_heads = 8,

@@ -1,0 +1,145 @@
+// Shared by the op benches (sparkrt_kv_cache_bench, sparkrt_mla_bench): error
+// exits, device buffers, graph-replay timing, L2 rotation and the JSON
+// preamble, so both report against the same ceiling in the same way.
+#ifndef SPARKRT_BENCH_GPU_BENCH_SUPPORT_H_
+#define SPARKRT_BENCH_GPU_BENCH_SUPPORT_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sparkrt/extensions/graph.h"
+#include "sparkrt/sparkrt.h"
+
+namespace sparkrt::bench {
+
+// Defined by each bench: the name its error messages start with.
+extern const char kBenchName[];
+
+constexpr double kCeilingTBps = 4.24;  // H200 device-to-device copy, read + write
+constexpr uint64_t kL2Bytes = 60ull << 20;
+constexpr uint64_t kRotateBytes = 3 * kL2Bytes;
+
+[[noreturn]] inline void die(const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", kBenchName, what.c_str());
+  std::exit(1);
+}
+inline void ok(const absl::Status& s, const char* what) {
+  if (!s.ok()) die(std::string(what) + ": " + std::string(s.ToString()));
+}
+template <typename T>
+T ok(absl::StatusOr<T> s, const char* what) {
+  if (!s.ok()) die(std::string(what) + ": " + std::string(s.status().ToString()));
+  return *std::move(s);
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Device memory freed at scope exit.
+class Buf {
+ public:
+  Buf(Device& dev, uint64_t bytes) : dev_(&dev), bytes_(bytes) {
+    ptr_ = ok(dev.alloc(bytes ? bytes : 1), "alloc");
+  }
+  ~Buf() { dev_->free(ptr_).IgnoreError(); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  DevicePtr ptr() const { return ptr_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  Device* dev_;
+  uint64_t bytes_;
+  DevicePtr ptr_;
+};
+
+// Captures `ops_in_graph` calls of `op(i)` and returns the median time per
+// call of the replays, in microseconds.
+template <typename Op>
+double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op) {
+  const auto* g = dev.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
+  if (g == nullptr) die("the cuda backend has no " SPARKRT_GRAPH_EXTENSION_NAME);
+  auto gcheck = [&](SparkrtError* err, const char* what) {
+    if (err == nullptr) return;
+    const char* msg;
+    size_t n;
+    g->error_message(err, &msg, &n);
+    die(std::string(what) + ": " + std::string(msg, n));
+  };
+  // One eager call first: errors show here with a clear message.
+  ok(op(0, stream), "op");
+  ok(dev.synchronize(stream), "sync");
+  SparkrtGraphCaptureArgs begin{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, dev.native_handle(),
+                                stream.handle};
+  gcheck(g->begin_capture(&begin), "begin_capture");
+  for (int i = 0; i < ops_in_graph; ++i) ok(op(i, stream), "op while capturing");
+  SparkrtGraphEndCaptureArgs end{SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE, dev.native_handle(),
+                                 stream.handle, 0, 0};
+  gcheck(g->end_capture(&end), "end_capture");
+  SparkrtGraphLaunchArgs replay{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev.native_handle(), end.graph,
+                                stream.handle};
+  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
+  std::vector<double> us;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    ok(dev.record_event(ev0, stream), "record");
+    gcheck(g->launch(&replay), "graph launch");
+    ok(dev.record_event(ev1, stream), "record");
+    ok(dev.synchronize_event(ev1), "event sync");
+    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
+    if (rep >= 2) us.push_back(1000.0 * ms / ops_in_graph);  // the first two warm up
+  }
+  SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev.native_handle(),
+                                  end.graph};
+  gcheck(g->destroy(&destroy), "graph destroy");
+  ok(dev.destroy_event(ev0), "event");
+  ok(dev.destroy_event(ev1), "event");
+  return median(us);
+}
+
+// How many independent input sets keep `bytes_per_set` out of the L2.
+inline int rotation(uint64_t bytes_per_set) {
+  return int(std::clamp<uint64_t>((kRotateBytes + bytes_per_set - 1) / bytes_per_set, 1, 64));
+}
+// Ops per graph: every set at least once, and enough to dwarf the replay's
+// own launch cost.
+inline int graph_ops(int sets, double est_us_per_op) {
+  const int want = int(std::ceil(2000.0 / std::max(est_us_per_op, 1.0)));
+  const int n = std::clamp(want, 8, 256);
+  return (n + sets - 1) / sets * sets;
+}
+
+// The line both benches print above their tables.
+inline void print_device_line(const DeviceProperties& props, double measured_tbps) {
+  std::printf("device: %s (%s, %u SMs); copy ceiling measured %.2f TB/s (fractions below use %.2f)\n",
+              props.name.c_str(), props.architecture.c_str(), props.multiprocessor_count,
+              measured_tbps, kCeilingTBps);
+}
+
+// Opens `path` and writes the JSON preamble (device, UTC date, ceilings); the
+// caller writes its own sections and closes the object and the file.
+inline FILE* open_json(const std::string& path, const DeviceProperties& props,
+                       double measured_tbps) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) die("cannot write " + path);
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"date\": \"%s\",\n", props.name.c_str(), date);
+  std::fprintf(f, "  \"ceiling_tbps\": %.3f,\n  \"copy_tbps_measured\": %.3f,\n", kCeilingTBps,
+               measured_tbps);
+  return f;
+}
+
+}  // namespace sparkrt::bench
+
+#endif  // SPARKRT_BENCH_GPU_BENCH_SUPPORT_H_

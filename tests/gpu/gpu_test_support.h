@@ -1,0 +1,105 @@
+// Shared by the op tests that run the cuda backend against the cpu backend's
+// reference implementations: the device pair, buffers mirrored on both
+// devices, poisoning, and the bitwise comparison.
+#ifndef SPARKRT_TESTS_GPU_GPU_TEST_SUPPORT_H_
+#define SPARKRT_TESTS_GPU_GPU_TEST_SUPPORT_H_
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sparkrt/sparkrt.h"
+#include "status_checks.h"  // REQUIRE_OK, fresh_seed
+
+namespace sparkrt::gpu_test {
+
+using sparkrt::testing::fresh_seed;
+
+// 0xff bytes are NaN in bf16, fp8 e4m3 and f32: an unwritten element shows.
+constexpr uint8_t kPoison = 0xff;
+
+// The value of `s`, failing the test case with its status when it has none.
+template <typename T>
+T require_value(absl::StatusOr<T> s) {
+  REQUIRE_MESSAGE(s.ok(), std::string(s.status().ToString()));
+  return *std::move(s);
+}
+
+// The two devices a test compares: side 0 is cuda, side 1 the cpu reference.
+// `Side` opens its device (member `dev`) and resolves its kernels.
+template <typename Side>
+struct DevicePair {
+  Side gpu{"cuda"};
+  Side cpu{"cpu"};
+  Side& side(int i) { return i == 0 ? gpu : cpu; }
+};
+
+// A buffer with the same contents on both devices.
+class Twin {
+ public:
+  template <typename Side>
+  Twin(DevicePair<Side>& p, size_t bytes)
+      : dev_{p.gpu.dev.get(), p.cpu.dev.get()}, bytes_(bytes == 0 ? 1 : bytes) {
+    for (int i = 0; i < 2; ++i) {
+      auto a = dev_[i]->alloc(bytes_);
+      REQUIRE_MESSAGE(a.ok(), std::string(a.status().ToString()));
+      ptr_[i] = *a;
+    }
+  }
+  template <typename Side, typename T>
+  Twin(DevicePair<Side>& p, const std::vector<T>& host) : Twin(p, host.size() * sizeof(T)) {
+    for (int i = 0; i < 2; ++i)
+      REQUIRE_OK(dev_[i]->copy_h2d(host.data(), ptr_[i], host.size() * sizeof(T)));
+  }
+  ~Twin() {
+    for (int i = 0; i < 2; ++i) dev_[i]->free(ptr_[i]).IgnoreError();
+  }
+  Twin(const Twin&) = delete;
+  Twin& operator=(const Twin&) = delete;
+
+  DevicePtr gpu() const { return ptr_[0]; }
+  DevicePtr cpu() const { return ptr_[1]; }
+  DevicePtr on(int side) const { return ptr_[side]; }
+  size_t bytes() const { return bytes_; }
+  void poison() {
+    for (int i = 0; i < 2; ++i) REQUIRE_OK(dev_[i]->memset(ptr_[i], kPoison, bytes_));
+  }
+  template <typename T>
+  std::vector<T> read(int side) const {
+    std::vector<T> h(bytes_ / sizeof(T));
+    REQUIRE_OK(dev_[side]->synchronize());
+    REQUIRE_OK(dev_[side]->copy_d2h(ptr_[side], h.data(), h.size() * sizeof(T)));
+    return h;
+  }
+
+ private:
+  Device* dev_[2];
+  size_t bytes_;
+  DevicePtr ptr_[2];
+};
+
+// Both sides of `t` hold the same elements of integer type T.
+template <typename T>
+void check_bitwise(const Twin& t, const std::string& what) {
+  const auto g = t.read<T>(0), c = t.read<T>(1);
+  REQUIRE(g.size() == c.size());
+  size_t bad = 0, first = g.size();
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i] != c[i] && bad++ == 0) first = i;
+  INFO(what << ": " << bad << " of " << g.size() << " elements differ; first at " << first
+            << (first < g.size() ? " gpu " + std::to_string(g[first]) + " cpu " +
+                                       std::to_string(c[first])
+                                 : std::string()));
+  CHECK(bad == 0);
+}
+
+}  // namespace sparkrt::gpu_test
+
+#endif  // SPARKRT_TESTS_GPU_GPU_TEST_SUPPORT_H_

@@ -1,0 +1,39 @@
+// Status assertions and seeds shared by the test suites.
+#ifndef SPARKRT_TESTS_SUPPORT_STATUS_CHECKS_H_
+#define SPARKRT_TESTS_SUPPORT_STATUS_CHECKS_H_
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+#define REQUIRE_OK(expr)                     \
+  do {                                       \
+    const absl::Status _s = (expr);          \
+    REQUIRE_MESSAGE(_s.ok(), _s.ToString()); \
+  } while (0)
+#define CHECK_OK(expr)                     \
+  do {                                     \
+    const absl::Status _s = (expr);        \
+    CHECK_MESSAGE(_s.ok(), _s.ToString()); \
+  } while (0)
+
+namespace sparkrt::testing {
+
+// Whether the message of `s` has `text` in it.
+inline bool contains(const absl::Status& s, std::string_view text) {
+  return std::string(s.message()).find(text) != std::string::npos;
+}
+
+// A fresh seed per run; tests report it with INFO so a failure can be replayed.
+inline uint64_t fresh_seed() {
+  return (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+}
+
+}  // namespace sparkrt::testing
+
+#endif  // SPARKRT_TESTS_SUPPORT_STATUS_CHECKS_H_
