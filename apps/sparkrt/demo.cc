@@ -223,8 +223,12 @@ absl::Status show_mock_launches(Device& dev, const LayerInputs& in, const StepRe
   expected.push_back("fused_k_norm_rope_cache_write_bf16");
   expected.push_back("reshape_and_cache_flash_v_only");
   if (r.plan.num_splits > 1) {
-    expected.push_back("paged_decode_attn_bf16_split");
-    expected.push_back("paged_decode_attn_combine");
+    if (r.plan.num_splits >= ops::kMinMergeSplits) {
+      expected.push_back("paged_decode_attn_bf16_split_merge");
+    } else {
+      expected.push_back("paged_decode_attn_bf16_split");
+      expected.push_back("paged_decode_attn_combine");
+    }
   } else {
     expected.push_back("paged_decode_attn_bf16");
   }
@@ -287,7 +291,7 @@ absl::Status run_demo(std::ostream& out) {
   if (!r.ok()) return r.status();
   out << absl::StrFormat("decode geometry: %d query heads per CTA, %s\n", r->plan.heads_per_cta,
                          r->plan.num_splits > 1
-                             ? absl::StrFormat("split-KV into %d parts + combine",
+                             ? absl::StrFormat("split-KV into %d parts",
                                                r->plan.num_splits)
                              : std::string("one pass (no split)"));
   print_timings(*r, out);

@@ -166,6 +166,8 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
   SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_k_cache, 0xff, pool_elems * 2));
   SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_v_cache, 0xff, pool_elems * 2));
   SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_out, 0xff, out_elems * 2));
+  // The split-KV counters must start at zero (the op leaves them so).
+  SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_workspace, 0, ws_bytes));
 
   const auto table_row = [&](uint32_t s) { return d_tables + uint64_t{s} * mbps * 4; };
 
@@ -280,19 +282,21 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
     const uint64_t new_rows = uint64_t{seqs} * row * 2;
     uint64_t attn_bytes = out_elems * 2 * 2 + kv_read + table_read + seqs * 4;
     if (result.plan.num_splits > 1) {
-      // Partials written by the split kernel and read by the combine.
+      // Partials written by the split CTAs and read by the merging ones.
       attn_bytes += 2 * uint64_t{seqs} * sh.num_q_heads * result.plan.num_splits *
                     (sh.head_dim + 2) * 4;
     }
     const std::string decode_name = result.plan.num_splits > 1
-                                        ? "paged_decode_attn_bf16 (split + combine)"
+                                        ? "paged_decode_attn_bf16 (split-KV)"
                                         : "paged_decode_attn_bf16";
     result.timings = {
         {"fill_slots_from_block_table", seqs, median(us[0]), seqs * uint64_t{8 + 4}},
         {"fused_k_norm_rope_cache_write_bf16", 1, median(us[1]),
          2 * new_rows + sh.head_dim * 2 + seqs * uint64_t{4 + 8}},
         {"reshape_and_cache_flash_v_only", 1, median(us[2]), 2 * new_rows + seqs * 8},
-        {decode_name, result.plan.num_splits > 1 ? 2u : 1u, median(us[3]), attn_bytes},
+        {decode_name,
+         result.plan.num_splits > 1 && result.plan.num_splits < ops::kMinMergeSplits ? 2u : 1u,
+         median(us[3]), attn_bytes},
     };
   }
 

@@ -195,6 +195,7 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
   fill.fill(q.ptr(), q_bytes, false);
   const uint64_t ws_bytes = ops::paged_decode_workspace_bytes(batch, q_heads, dim);
   Buf ws(dev, ws_bytes);
+  ok(dev.memset(ws.ptr(), 0, ws_bytes), "zero the workspace");  // split-KV counters start at 0
   ok(dev.synchronize(), "sync");
   const float inv_sqrt_d = 1.0f / std::sqrt(float(dim));
 
@@ -215,6 +216,18 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
                                  .q_stride = q_heads * dim, .cache_stride = cache_stride,
                                  .sliding_window = 0, .max_seq_len = context,
                                  .workspace = ws.ptr(), .workspace_bytes = ws_bytes};
+  // SPARKRT_BENCH_SPLIT_SCALE=x (tuning): where the op would split, use
+  // round(x * its split count) splits instead (at least 2, at most 64).
+  if (const char* env = std::getenv("SPARKRT_BENCH_SPLIT_SCALE"); env != nullptr && *env) {
+    const auto auto_plan = fp8 ? ok(ops::plan_paged_decode(dev, a8), "plan")
+                               : ok(ops::plan_paged_decode(dev, a), "plan");
+    if (auto_plan.num_splits > 1) {
+      const double x = std::atof(env) * auto_plan.num_splits;
+      const uint32_t n = uint32_t(std::clamp(std::lround(x), 2l, long{ops::kMaxDecodeSplits}));
+      a.num_splits = n;
+      a8.num_splits = n;
+    }
+  }
   const auto plan = fp8 ? ok(ops::plan_paged_decode(dev, a8), "plan")
                         : ok(ops::plan_paged_decode(dev, a), "plan");
   auto op = [&](int i, Stream st) -> absl::Status {

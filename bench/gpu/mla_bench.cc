@@ -1,7 +1,7 @@
 // sparkrt_mla_bench: the MLA decode paths on the cuda backend, through the op
 // wrappers.
 //
-//   sparkrt_mla_bench [--json out.json] [--reps 15] [--quick]
+//   sparkrt_mla_bench [--json out.json] [--reps 15] [--quick] [--decode-only]
 //
 // (a) K3 token steps. One layer of MLA attention in the expanded form:
 //     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
@@ -14,10 +14,13 @@
 //     "step - kernel" is what the step costs on the host side and must not
 //     grow with the sequence for the device-resident step.
 // (b) mla_paged_decode_fp8 (and, for comparison, mla_paged_decode_nvfp4) at
-//     4K and 8K context: 128 query heads, one KV head, kv_cache_dim 576
-//     (q_head_dim 576), block size 64, K and V in one pool (V is the latent
-//     part of the K row), for batch 1 and batches whose batch x heads fill
-//     the GPU. Timed as a CUDA graph of back-to-back ops (captured through
+//     4K and 8K context: one KV head, kv_cache_dim 576 (q_head_dim 576),
+//     block size 64, K and V in one pool (V is the latent part of the K row),
+//     with a split-KV workspace (the op decides whether to split), for batch
+//     1 and batches whose batch x heads fill the GPU; 16 query heads (a
+//     tensor-parallel shard of DeepSeek's 128: memory-bound) and 128
+//     (compute-bound: 2 * 128 * 1088 flops per 576-byte row, so TFLOPS is
+//     reported too). Timed as a CUDA graph of back-to-back ops (captured through
 //     sparkrt.graph.v1) replayed after a warm-up, median replay time per op;
 //     block tables rotate over enough independent pool regions that the data
 //     is at least three times the L2. Bytes = the cache rows read once (576
@@ -59,6 +62,7 @@ struct Args {
   std::string json;
   int reps = 15;
   bool quick = false;
+  bool decode_only = false;
 };
 
 float random_mag(std::mt19937_64& gen, float lo, float hi) {
@@ -217,16 +221,18 @@ void bench_k3(Device& dev, const ops::K3MlaDecodeKernels& k, Stream stream, std:
 
 struct DecodeRow {
   std::string dtype;
-  uint32_t batch = 0, context = 0, q_heads = 0, block_size = 0;
+  uint32_t batch = 0, context = 0, q_heads = 0, block_size = 0, splits = 1;
   double us = 0, bytes = 0;
   double gbps() const { return bytes / us / 1e3; }
+  // Both products: 2 * (576 + 512) multiply-adds per head and token.
+  double tflops() const { return 2.0 * batch * q_heads * context * (576.0 + 512.0) / us / 1e6; }
   double frac() const { return gbps() / (kCeilingTBps * 1e3); }
 };
 
 DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stream stream,
-                       std::mt19937_64& gen, bool nvfp4, uint32_t batch, uint32_t context,
-                       int reps) {
-  const uint32_t q_heads = 128, dim = ops::kMlaCacheDim, dv = dim - 64, block_size = 64;
+                       std::mt19937_64& gen, bool nvfp4, uint32_t q_heads, uint32_t batch,
+                       uint32_t context, int reps) {
+  const uint32_t dim = ops::kMlaCacheDim, dv = dim - 64, block_size = 64;
   const uint32_t blocks_per_seq = (context + block_size - 1) / block_size;
   const auto layout = ops::mla_nvfp4_block_layout(block_size, 1, dim);
   const uint64_t block_bytes =
@@ -253,9 +259,19 @@ DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stre
   const uint64_t o_bytes = uint64_t{batch} * q_heads * dv * 2;
   Buf q(dev, q_bytes), out(dev, o_bytes);
   fill.fill(q.ptr(), q_bytes, Filler::kBf16);
+  Buf ws(dev, ops::mla_decode_workspace_bytes(batch, q_heads, dim));
   ok(dev.synchronize(), "sync");
   const float inv_sqrt_d = 1.0f / std::sqrt(192.0f);  // DeepSeek: 1/sqrt(nope + rope)
 
+  const auto fp8_args = [&](DevicePtr table) {
+    return ops::MlaPagedDecodeFp8Args{
+        .q = q.ptr(), .k_cache = pool.ptr(), .v_cache = pool.ptr(), .o = out.ptr(),
+        .block_tables = table, .seq_lens = sl.ptr(), .max_blocks_per_seq = blocks_per_seq,
+        .num_q_heads = q_heads, .num_kv_heads = 1, .q_head_dim = dim, .kv_cache_dim = dim,
+        .block_size = block_size, .inv_sqrt_d = inv_sqrt_d, .k_scale = 0.02f, .v_scale = 0.02f,
+        .cache_stride = block_bytes, .num_seqs = batch, .workspace = ws.ptr(),
+        .workspace_bytes = ws.bytes()};
+  };
   auto op = [&](int i, Stream st) -> absl::Status {
     const DevicePtr table = bt.ptr() + uint64_t(i % sets) * blocks_per_set * 4;
     if (nvfp4)
@@ -268,14 +284,7 @@ DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stre
            .block_stride_bytes = layout.block_stride_bytes,
            .data_section_bytes = layout.data_section_bytes, .num_seqs = batch},
           st);
-    return ops::mla_paged_decode_fp8(
-        dev, k,
-        {.q = q.ptr(), .k_cache = pool.ptr(), .v_cache = pool.ptr(), .o = out.ptr(),
-         .block_tables = table, .seq_lens = sl.ptr(), .max_blocks_per_seq = blocks_per_seq,
-         .num_q_heads = q_heads, .num_kv_heads = 1, .q_head_dim = dim, .kv_cache_dim = dim,
-         .block_size = block_size, .inv_sqrt_d = inv_sqrt_d, .k_scale = 0.02f, .v_scale = 0.02f,
-         .cache_stride = block_bytes, .num_seqs = batch},
-        st);
+    return ops::mla_paged_decode_fp8(dev, k, fp8_args(table), st);
   };
   DecodeRow r;
   r.dtype = nvfp4 ? "nvfp4" : "fp8";
@@ -283,6 +292,8 @@ DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stre
   r.context = context;
   r.q_heads = q_heads;
   r.block_size = block_size;
+  if (!nvfp4)
+    r.splits = ok(ops::plan_mla_paged_decode_fp8(dev, fp8_args(bt.ptr())), "plan").num_splits;
   // Rows read once (K and V share them), q read, out written.
   const double row_bytes = nvfp4 ? dim / 2.0 + dim / 16.0 : double(dim);
   r.bytes = double(batch) * context * row_bytes + double(q_bytes) + double(o_bytes);
@@ -313,8 +324,10 @@ int main(int argc, char** argv) {
       args.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--quick") {
       args.quick = true;
+    } else if (a == "--decode-only") {
+      args.decode_only = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only]\n", argv[0]);
       return 2;
     }
   }
@@ -334,7 +347,7 @@ int main(int argc, char** argv) {
 
   std::vector<StepRow> steps;
   for (uint32_t context : {1024u, 8192u}) {
-    if (args.quick && context > 1024) break;
+    if (args.decode_only || (args.quick && context > 1024)) break;
     const int device_tokens = args.quick ? 20 : 200;
     const int host_tokens = args.quick ? 5 : (context > 1024 ? 15 : 40);
     bench_k3(dev, k3, stream, gen, context, device_tokens, host_tokens, args.reps, steps);
@@ -343,15 +356,23 @@ int main(int argc, char** argv) {
   std::vector<DecodeRow> decode;
   {
     Filler fill(dev, gen);
-    std::vector<uint32_t> batches = {1, 32, 64}, contexts = {4096, 8192};
-    if (args.quick) {
-      batches = {1, 32};
-      contexts = {4096};
-    }
-    for (bool nvfp4 : {false, true})
-      for (uint32_t b : batches)
-        for (uint32_t c : contexts)
-          decode.push_back(bench_decode(dev, mk, fill, stream, gen, nvfp4, b, c, args.reps));
+    struct Shape {
+      bool nvfp4;
+      uint32_t q_heads;
+      std::vector<uint32_t> batches, contexts;
+    };
+    std::vector<Shape> shapes = {{false, 16, {1, 32, 64, 128}, {4096, 8192}},
+                                 {false, 128, {1, 32, 64}, {4096, 8192}},
+                                 {true, 16, {1, 32}, {4096}}};
+    if (args.quick)
+      shapes = {{false, 16, {1, 32, 128}, {4096}},
+                {false, 128, {1, 32}, {4096}},
+                {true, 16, {32}, {4096}}};
+    for (const Shape& s : shapes)
+      for (uint32_t b : s.batches)
+        for (uint32_t c : s.contexts)
+          decode.push_back(
+              bench_decode(dev, mk, fill, stream, gen, s.nvfp4, s.q_heads, b, c, args.reps));
   }
 
   const auto& props = dev.properties();
@@ -367,11 +388,12 @@ int main(int argc, char** argv) {
                 r.tokens_timed, r.step_us, r.kernel_us, r.step_us - r.kernel_us,
                 r.bus_bytes / 1e6);
   std::printf("\nmla_paged_decode: q_head_dim = kv_cache_dim = 576, 1 KV head, one pool for K and V\n");
-  std::printf("%-6s %6s %7s %4s %6s %10s %9s %8s\n", "dtype", "batch", "context", "hq", "block",
-              "us", "GB/s", "ceiling");
+  std::printf("%-6s %6s %7s %4s %6s %6s %10s %9s %8s %7s\n", "dtype", "batch", "context", "hq",
+              "block", "splits", "us", "GB/s", "ceiling", "TFLOPS");
   for (const DecodeRow& r : decode)
-    std::printf("%-6s %6u %7u %4u %6u %10.2f %9.1f %7.1f%%\n", r.dtype.c_str(), r.batch,
-                r.context, r.q_heads, r.block_size, r.us, r.gbps(), 100.0 * r.frac());
+    std::printf("%-6s %6u %7u %4u %6u %6u %10.2f %9.1f %7.1f%% %7.1f\n", r.dtype.c_str(), r.batch,
+                r.context, r.q_heads, r.block_size, r.splits, r.us, r.gbps(), 100.0 * r.frac(),
+                r.tflops());
 
   if (!args.json.empty()) {
     FILE* f = open_json(args.json, props, ceiling);
@@ -396,10 +418,10 @@ int main(int argc, char** argv) {
       std::fprintf(f,
                    "    {\"op\": \"mla_paged_decode_%s\", \"batch\": %u, \"context\": %u, "
                    "\"num_q_heads\": %u, \"num_kv_heads\": 1, \"q_head_dim\": 576, "
-                   "\"kv_cache_dim\": 576, \"block_size\": %u, \"us\": %.3f, \"bytes\": %.0f, "
-                   "\"gbps\": %.1f, \"frac\": %.4f}%s\n",
-                   r.dtype.c_str(), r.batch, r.context, r.q_heads, r.block_size, r.us, r.bytes,
-                   r.gbps(), r.frac(), i + 1 < decode.size() ? "," : "");
+                   "\"kv_cache_dim\": 576, \"block_size\": %u, \"splits\": %u, \"us\": %.3f, "
+                   "\"bytes\": %.0f, \"gbps\": %.1f, \"frac\": %.4f, \"tflops\": %.2f}%s\n",
+                   r.dtype.c_str(), r.batch, r.context, r.q_heads, r.block_size, r.splits, r.us,
+                   r.bytes, r.gbps(), r.frac(), r.tflops(), i + 1 < decode.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);

@@ -3,12 +3,13 @@
 // KV head, V = the latent part) in FP8 E4M3 or NVFP4. Contracts and geometry
 // in docs/kernels.md ("Module mla").
 //
-// Design. These are plain, correct kernels: the copies are one CTA striding
-// over its elements; the GEMV gives one output to a warp; decode gives one
-// (query head, sequence) to a CTA of 256 threads that walks its tokens in
-// chunks: a warp per token computes the score, then every thread updates the
-// running max and sum (online softmax, f32) and accumulates the V dims it
-// owns.
+// Design. The copies are one CTA striding over its elements; the GEMV gives
+// one output to a warp. FP8 decode of the MLA row runs the tiled
+// tensor-core kernel below ("FP8 decode"). Every other decode shape, and all
+// NVFP4 decode, gives one (query head, sequence) to a CTA of 256 threads that
+// walks its tokens in chunks: a warp per token computes the score, then
+// every thread updates the running max and sum (online softmax, f32) and
+// accumulates the V dims it owns (correct, not fast).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -25,6 +26,7 @@ constexpr uint32_t kRopeDim = 64;                // the rope part ending each ca
 constexpr uint32_t kMaxDim = 1024;               // q_head_dim and kv_cache_dim
 constexpr uint32_t kAccPerThread = kMaxDim / kThreads;
 constexpr uint32_t kChunk = 64;  // tokens scored per pass
+constexpr uint32_t kMaxSplits = kThreads;  // mla_decode_combine: one weight per thread
 
 __device__ __forceinline__ float warp_sum(float v) {
   // Butterflies: every lane ends with the same bits.
@@ -260,11 +262,481 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       [&](uint32_t u, uint32_t d) { return read(v_cache, u, d); });
 }
 
+
+// ── FP8 decode ──────────────────────────────────────────────────────────────
+//
+// The tiled kernel (the geometry the op launches for the MLA row, 576 values;
+// docs/kernels.md, "Tiled FP8 decode"). A CTA serves up to 16 query heads of
+// one KV head (the 16 rows of the mma tiles) of one sequence over one split
+// of its tokens, in tiles of 64 tokens that cp.async stages into dynamic
+// shared memory one or two tiles ahead. Per tile:
+//   scores  S[16][64] = q K^T on the tensor cores (f16 in, f32 accumulate):
+//           warp w takes tokens 32 (w / 4) .. + 31 and a quarter (w % 4) of
+//           the dims; the quarters meet in shared memory;
+//   softmax 16 threads a row: base-2 online softmax, P to shared memory (f16);
+//   output  O[16][512] += P V on the tensor cores: warp w owns the 32-dim
+//           output groups w and w + 8.
+// The fp8 bytes become f16 (exact) as the operand registers are built. q is
+// scaled per head by a power of two into f16's range (exact for a bf16 row
+// whose values span less than 2^29) and the scale is undone on the score.
+// Both products reduce over an order of their choosing: a lane's four k
+// values are four consecutive staged bytes, so one 32-bit shared load (and,
+// for V, a byte permute) builds two operand registers. Everything but the
+// query width is fixed at compile time, so shared-memory addresses are a
+// few per-thread bases plus immediates.
+namespace tiled {
+
+constexpr uint32_t kTile = 64;                 // tokens per stage
+constexpr uint32_t kRows = 16;                 // query heads per CTA
+constexpr uint32_t kDim = 576;                 // kv_cache_dim
+constexpr uint32_t kDv = kDim - kRopeDim;      // V and output dims
+constexpr uint32_t kQuarters = 4;              // score dims split over warps w % 4
+constexpr uint32_t kKsteps = kDim / 16 / kQuarters;  // k-steps of a quarter
+constexpr uint32_t kGroups = kDv / 32 / kWarps;      // 32-dim output groups of a warp
+// Staged rows are padded by one 16-byte chunk: the 8 rows of a score
+// fragment then start on 8 distinct bank groups (37 chunks a row). The V
+// fragment reads (4 rows 4 apart, two chunks each) meet in pairs.
+constexpr uint32_t kPitchK = kDim + 16;  // staged K row
+constexpr uint32_t kPitchV = kDv + 16;   // staged V row when V is a separate pool
+constexpr uint32_t kRedPitch = kTile + 8;  // floats: conflict-free float2 writes
+constexpr uint32_t kPPitch = kTile + 16;   // halves: conflict-free 8-byte reads
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct Fixed {
+  float red[kQuarters][kRows][kRedPitch];  // score partials per dim quarter
+  uint16_t p[kRows][kPPitch];              // probabilities, f16 bits
+  float alpha[kRows];                      // this tile's rescale of O
+  float row_m[kRows], row_l[kRows];        // final running max (base 2) and sum
+  float q_scale[kRows];                    // 2^e of each head's q
+};
+// ops/src/mla.cc sizes the launch's shared memory with these numbers.
+static_assert(sizeof(Fixed) == 21248, "update kMlaTiledFixedBytes in ops/src/mla.cc");
+__device__ __forceinline__ uint32_t stage_bytes(bool shared_v) {
+  return kTile * (kPitchK + (shared_v ? 0u : kPitchV)) + 128;  // + token flags
+}
+
+// 16 bytes global -> shared; src_bytes 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, uint32_t src_bytes) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
+  uint32_t v;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(v));
+  return v;
+}
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four E4M3 bytes to two f16x2 words: bytes 0-1 and bytes 2-3.
+__device__ __forceinline__ void fp8x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
+
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Everything a tiled CTA needs; the two entries fill it.
+struct Params {
+  const __nv_bfloat16* q;
+  const uint8_t* k_cache;
+  const uint8_t* v_cache;
+  const int32_t* block_tables;
+  const int32_t* seq_lens;
+  const float* sinks;  // one pass only; null: none
+  const uint8_t* comp_pool;
+  __nv_bfloat16* o;  // one pass
+  float* part_acc;   // split
+  float* part_ml;    // split
+  uint32_t max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size;
+  float inv_sqrt_d, k_scale, v_scale;
+  uint64_t cache_stride;
+  uint32_t sliding_window, comp_block_count;
+  bool split;  // partials to part_acc/part_ml instead of o
+};
+
+// One CTA's view: which heads, which tokens, where they live.
+struct Cta {
+  uint32_t seq, kvh, head0, hpc, split, splits;
+  uint32_t n_comp, t0, u_begin, u_end;  // virtual tokens [u_begin, u_end) of this split
+  uint64_t row;                         // bytes per token, every KV head
+  const int32_t* table;
+  const uint8_t* comp;
+
+  __device__ explicit Cta(const Params& p) {
+    const uint32_t group = p.num_q_heads / p.num_kv_heads;
+    const uint32_t ctas_per_kvh = (group + kRows - 1) / kRows;
+    kvh = blockIdx.x / ctas_per_kvh;
+    const uint32_t first = (blockIdx.x % ctas_per_kvh) * kRows;
+    head0 = kvh * group + first;
+    hpc = min(kRows, group - first);
+    seq = blockIdx.y;
+    split = blockIdx.z;
+    splits = gridDim.z;
+    row = uint64_t{p.num_kv_heads} * kDim;
+    table = p.block_tables + uint64_t{seq} * p.max_blocks_per_seq;
+    const int32_t sl = p.seq_lens[seq];
+    const uint64_t cap = uint64_t{p.max_blocks_per_seq} * p.block_size;
+    const uint32_t len = sl <= 0 ? 0u : uint32_t(uint64_t(sl) < cap ? uint64_t(sl) : cap);
+    t0 = p.sliding_window > 0 && len > p.sliding_window ? len - p.sliding_window : 0u;
+    n_comp = p.comp_pool != nullptr ? p.comp_block_count : 0u;
+    comp = p.comp_pool + (uint64_t{seq} * n_comp * row + uint64_t{kvh} * kDim);
+    // Splits take whole tiles: ceil(tiles / splits) each, the last ones fewer.
+    const uint32_t n = n_comp + (len - t0);
+    const uint32_t tiles = (n + kTile - 1) / kTile;
+    const uint32_t per = (tiles + splits - 1) / splits;
+    u_begin = min(n, split * per * kTile);
+    u_end = min(n, (split + 1) * per * kTile);
+  }
+};
+
+// Where this thread's token of a tile comes from: 4 threads per token.
+struct Source {
+  const uint8_t* k;
+  const uint8_t* v;
+  bool ok;  // false: past the split or behind a negative block (zeros)
+};
+
+template <uint32_t kStages>
+__device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
+  Fixed& f = *reinterpret_cast<Fixed*>(smem);
+  const Cta cta(p);
+  const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const uint32_t g = lane >> 2, t = lane & 3;
+  const uint32_t qd = p.q_head_dim;
+  const bool shared_v = p.v_cache == p.k_cache;
+  const uint32_t sbytes = stage_bytes(shared_v);
+  uint8_t* const stages = smem + sizeof(Fixed);
+  const uint32_t flags_at = kTile * (kPitchK + (shared_v ? 0u : kPitchV));
+
+  // ── staging: 4 threads per token, 16-byte chunks, zeros for a token that
+  // is past the split or behind a negative block. The block-table entry of
+  // the next tile is looked up a tile ahead, off the critical path.
+  const uint32_t ld_tok = tid >> 2, ld_part = tid & 3;
+  auto locate = [&](uint32_t tile) {
+    const uint32_t u = cta.u_begin + tile * kTile + ld_tok;
+    Source s{p.k_cache, p.v_cache, u < cta.u_end};
+    if (s.ok && u < cta.n_comp) {
+      s.k = s.v = cta.comp + uint64_t{u} * cta.row;
+    } else if (s.ok) {
+      const uint32_t tok = cta.t0 + (u - cta.n_comp);
+      const int32_t block = cta.table[tok / p.block_size];
+      s.ok = block >= 0;
+      const uint64_t off = uint64_t(s.ok ? block : 0) * p.cache_stride +
+                           uint64_t{tok % p.block_size} * cta.row + uint64_t{cta.kvh} * kDim;
+      s.k += off;
+      s.v += off;
+    }
+    if (!s.ok) s.k = s.v = p.k_cache;
+    return s;
+  };
+  auto copy = [&](const Source& s, uint32_t slot) {
+    const uint32_t bytes = s.ok ? 16u : 0u;
+    uint8_t* base = stages + slot * sbytes;
+    uint8_t* krow = base + ld_tok * kPitchK;
+#pragma unroll
+    for (uint32_t c = ld_part; c < kDim / 16; c += 4)
+      cp_async16(krow + 16 * c, s.k + 16 * c, bytes);
+    if (!shared_v) {
+      uint8_t* vrow = base + kTile * kPitchK + ld_tok * kPitchV;
+#pragma unroll
+      for (uint32_t c = ld_part; c < kDv / 16; c += 4)
+        cp_async16(vrow + 16 * c, s.v + 16 * c, bytes);
+    }
+    if (ld_part == 0) base[flags_at + ld_tok] = s.ok;
+  };
+  const uint32_t n_tiles = (cta.u_end - cta.u_begin + kTile - 1) / kTile;
+#pragma unroll
+  for (uint32_t s = 0; s + 1 < kStages; ++s) {
+    if (s < n_tiles) copy(locate(s), s);
+    cp_async_commit();
+  }
+  Source next = locate(kStages - 1);
+
+  // ── q: each head's power-of-two scale, then this warp's A fragments.
+  {
+    const uint32_t r = tid >> 4, j = tid & 15;
+    float mx = 0.0f;
+    if (r < cta.hpc) {
+      const __nv_bfloat16* qr = p.q + (uint64_t{cta.seq} * p.num_q_heads + cta.head0 + r) * qd;
+      for (uint32_t d = j; d < qd; d += 16) mx = fmaxf(mx, fabsf(__bfloat162float(qr[d])));
+    }
+#pragma unroll
+    for (int m = 8; m >= 1; m /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+    int e = 0;
+    if (mx > 0.0f && mx <= 3.4e38f) {
+      frexpf(mx, &e);
+      e = 14 - e;  // |q| * 2^e < 2^14
+    }
+    if (j == 0) f.q_scale[r] = ldexpf(1.0f, e);
+  }
+  __syncthreads();
+  const uint32_t quarter = warp % kQuarters, half = warp / kQuarters;
+  const uint32_t ksteps = qd / 16;
+  const uint32_t ks0 = quarter * kKsteps;  // this warp's k-steps: ks0 .. + 8 below ksteps
+  uint32_t qa[kKsteps][4];
+  {
+    const float s_lo = f.q_scale[g], s_hi = f.q_scale[g + 8];
+    const __nv_bfloat16* q_lo = p.q + (uint64_t{cta.seq} * p.num_q_heads + cta.head0 + g) * qd;
+    const __nv_bfloat16* q_hi = q_lo + uint64_t{8} * qd;
+    auto qv = [&](const __nv_bfloat16* qr, uint32_t row, uint32_t d, float s) {
+      return row < cta.hpc && d < qd ? __bfloat162float(qr[d]) * s : 0.0f;
+    };
+#pragma unroll
+    for (uint32_t k = 0; k < kKsteps; ++k) {
+      const uint32_t d = 16 * (ks0 + k) + 4 * t;
+      qa[k][0] = half2_bits(qv(q_lo, g, d, s_lo), qv(q_lo, g, d + 1, s_lo));
+      qa[k][1] = half2_bits(qv(q_hi, g + 8, d, s_hi), qv(q_hi, g + 8, d + 1, s_hi));
+      qa[k][2] = half2_bits(qv(q_lo, g, d + 2, s_lo), qv(q_lo, g, d + 3, s_lo));
+      qa[k][3] = half2_bits(qv(q_hi, g + 8, d + 2, s_hi), qv(q_hi, g + 8, d + 3, s_hi));
+    }
+  }
+
+  // ── softmax state: thread tid owns row sm_row, tokens sm_col .. + 3.
+  const uint32_t sm_row = tid >> 4, sm_col = (tid & 15) * 4;
+  const float score_scale =
+      sm_row < cta.hpc ? p.inv_sqrt_d * p.k_scale * kLog2e / f.q_scale[sm_row] : 0.0f;
+  float m_run = -INFINITY, l_run = 0.0f;
+
+  // ── per-thread shared-memory offsets. Scores: row half * 32 + g (n-tile
+  // i adds 8 rows), this lane's 4 bytes of the warp's first k-step. Output:
+  // V rows 4t + r (a k-step adds 16 rows) at this lane's 4 dims of group
+  // `warp` (group warp + 8 is 256 bytes further).
+  const uint32_t s_off = (half * 32 + g) * kPitchK + 16 * ks0 + 4 * t;
+  const uint32_t vpitch = shared_v ? kPitchK : kPitchV;
+  const uint32_t v_off = (shared_v ? 0u : kTile * kPitchK) + 4 * t * vpitch + 32 * warp + 4 * g;
+
+  // ── output accumulators: groups warp, warp + 8 of 32 dims; n-tile j's
+  // column c is dim 32 * group + 4 * c + j.
+  float oacc[kGroups][4][4];
+#pragma unroll
+  for (uint32_t k = 0; k < kGroups; ++k)
+#pragma unroll
+    for (uint32_t j = 0; j < 4; ++j)
+#pragma unroll
+      for (uint32_t e = 0; e < 4; ++e) oacc[k][j][e] = 0.0f;
+
+  for (uint32_t tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // this tile is staged; the previous one is consumed
+    if (tile + kStages - 1 < n_tiles) {
+      copy(next, (tile + kStages - 1) % kStages);
+      next = locate(tile + kStages);
+    }
+    cp_async_commit();
+    const uint8_t* stage = stages + (tile % kStages) * sbytes;
+
+    // Scores: 4 n-tiles of 8 tokens over this warp's quarter of the dims.
+    {
+      float sacc[4][4];
+#pragma unroll
+      for (uint32_t i = 0; i < 4; ++i)
+#pragma unroll
+        for (uint32_t e = 0; e < 4; ++e) sacc[i][e] = 0.0f;
+      const uint8_t* srow = stage + s_off;
+#pragma unroll
+      for (uint32_t k = 0; k < kKsteps; ++k) {
+        if (ks0 + k >= ksteps) break;
+#pragma unroll
+        for (uint32_t i = 0; i < 4; ++i) {
+          uint32_t b0, b1;
+          fp8x4_to_half2x2(
+              *reinterpret_cast<const uint32_t*>(srow + i * 8 * kPitchK + 16 * k), b0, b1);
+          mma_f16(sacc[i], qa[k], b0, b1);
+        }
+      }
+#pragma unroll
+      for (uint32_t i = 0; i < 4; ++i) {
+        const uint32_t col = half * 32 + i * 8 + 2 * t;
+        *reinterpret_cast<float2*>(&f.red[quarter][g][col]) =
+            make_float2(sacc[i][0], sacc[i][1]);
+        *reinterpret_cast<float2*>(&f.red[quarter][g + 8][col]) =
+            make_float2(sacc[i][2], sacc[i][3]);
+      }
+    }
+    __syncthreads();
+
+    // Softmax over the tile, base 2.
+    {
+      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (uint32_t qq = 0; qq < kQuarters; ++qq) {
+        const float4 v = *reinterpret_cast<const float4*>(&f.red[qq][sm_row][sm_col]);
+        s[0] += v.x;
+        s[1] += v.y;
+        s[2] += v.z;
+        s[3] += v.w;
+      }
+      const uint32_t oks = *reinterpret_cast<const uint32_t*>(stage + flags_at + sm_col);
+      float mx = -INFINITY;
+#pragma unroll
+      for (uint32_t j = 0; j < 4; ++j) {
+        s[j] = (oks >> (8 * j)) & 0xffu ? s[j] * score_scale : -INFINITY;
+        mx = fmaxf(mx, s[j]);
+      }
+#pragma unroll
+      for (int m = 8; m >= 1; m /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+      const float m_new = fmaxf(m_run, mx);
+      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m_run - m_new);
+      float pr[4], sum = 0.0f;
+#pragma unroll
+      for (uint32_t j = 0; j < 4; ++j) {
+        pr[j] = s[j] == -INFINITY ? 0.0f : exp2f(s[j] - m_new);
+        sum += pr[j];
+      }
+#pragma unroll
+      for (int m = 8; m >= 1; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+      l_run = l_run * alpha + sum;
+      m_run = m_new;
+      *reinterpret_cast<uint2*>(&f.p[sm_row][sm_col]) =
+          make_uint2(half2_bits(pr[0], pr[1]), half2_bits(pr[2], pr[3]));
+      if ((tid & 15) == 0) f.alpha[sm_row] = alpha;
+    }
+    __syncthreads();
+
+    // O = O * alpha + P V (the rescale is skipped while no row's max moved).
+    {
+      const float a_lo = f.alpha[g], a_hi = f.alpha[g + 8];
+      if (__any_sync(0xffffffffu, a_lo != 1.0f || a_hi != 1.0f)) {
+#pragma unroll
+        for (uint32_t k = 0; k < kGroups; ++k)
+#pragma unroll
+          for (uint32_t j = 0; j < 4; ++j) {
+            oacc[k][j][0] *= a_lo;
+            oacc[k][j][1] *= a_lo;
+            oacc[k][j][2] *= a_hi;
+            oacc[k][j][3] *= a_hi;
+          }
+      }
+#pragma unroll
+      for (uint32_t kk = 0; kk < kTile / 16; ++kk) {
+        const uint2 plo = *reinterpret_cast<const uint2*>(&f.p[g][16 * kk + 4 * t]);
+        const uint2 phi = *reinterpret_cast<const uint2*>(&f.p[g + 8][16 * kk + 4 * t]);
+        const uint32_t a[4] = {plo.x, phi.x, plo.y, phi.y};
+#pragma unroll
+        for (uint32_t k = 0; k < kGroups; ++k) {
+          uint32_t w[4];
+#pragma unroll
+          for (uint32_t r = 0; r < 4; ++r)
+            w[r] = *reinterpret_cast<const uint32_t*>(stage + v_off + (16 * kk + r) * vpitch +
+                                                      256 * k);
+          // Byte j of w[r] is token 4t + r, dim 4g + j: pair tokens per dim.
+          uint32_t b0[4], b1[4];
+          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[0], w[1], 0x5140), b0[0], b0[1]);
+          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[0], w[1], 0x7362), b0[2], b0[3]);
+          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[2], w[3], 0x5140), b1[0], b1[1]);
+          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[2], w[3], 0x7362), b1[2], b1[3]);
+#pragma unroll
+          for (uint32_t j = 0; j < 4; ++j) mma_f16(oacc[k][j], a, b0[j], b1[j]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing may be in flight into shared memory at exit
+
+  // ── the rows' final (max, sum), then each warp writes its dims.
+  if ((tid & 15) == 0) {
+    f.row_m[sm_row] = m_run;
+    f.row_l[sm_row] = l_run;
+  }
+  __syncthreads();
+#pragma unroll
+  for (uint32_t hi = 0; hi < 2; ++hi) {
+    const uint32_t r = g + 8 * hi;
+    if (r >= cta.hpc) continue;
+    const uint32_t head = cta.head0 + r;
+    const float m = f.row_m[r], l = f.row_l[r];
+    const uint64_t out_row = uint64_t{cta.seq} * p.num_q_heads + head;
+    float scale = p.v_scale;
+    if (!p.split) {
+      // The sink is one more logit in the denominator that carries no value.
+      const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
+      const float mm = fmaxf(m, sink);
+      const float total = mm == -INFINITY ? 0.0f
+                                          : l * exp2f(m - mm) +
+                                                (p.sinks != nullptr ? exp2f(sink - mm) : 0.0f);
+      scale = total > 0.0f ? p.v_scale * exp2f(m - mm) / total : 0.0f;
+    } else if (warp == 0 && t == 0) {
+      float* ml = p.part_ml + (out_row * cta.splits + cta.split) * 2;
+      ml[0] = m;
+      ml[1] = l;
+    }
+#pragma unroll
+    for (uint32_t k = 0; k < kGroups; ++k) {
+      const uint32_t d0 = 32 * (warp + kWarps * k) + 8 * t;  // 8 dims from here
+      float v[8];
+#pragma unroll
+      for (uint32_t j = 0; j < 4; ++j) {
+        v[j] = oacc[k][j][2 * hi] * scale;
+        v[4 + j] = oacc[k][j][2 * hi + 1] * scale;
+      }
+      if (!p.split) {
+        uint4 packed;
+        uint32_t* pw = &packed.x;
+#pragma unroll
+        for (uint32_t j = 0; j < 4; ++j) {
+          const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+          pw[j] = *reinterpret_cast<const uint32_t*>(&b);
+        }
+        *reinterpret_cast<uint4*>(p.o + out_row * kDv + d0) = packed;
+      } else {
+        float* dst = p.part_acc + (out_row * cta.splits + cta.split) * kDv + d0;
+        *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+      }
+    }
+  }
+}
+
+// The shapes the tiled kernel takes; the op checks the same before choosing it.
+__device__ __forceinline__ bool shape_ok(const Params& p) {
+  if (blockDim.x != kThreads || p.num_kv_heads == 0 || p.num_q_heads % p.num_kv_heads != 0 ||
+      p.block_size == 0 || p.kv_cache_dim != kDim || p.q_head_dim == 0 ||
+      p.q_head_dim % 16 != 0 || p.q_head_dim > kDim || p.cache_stride % 16 != 0)
+    return false;
+  const uint32_t group = p.num_q_heads / p.num_kv_heads;
+  return gridDim.x == p.num_kv_heads * ((group + kRows - 1) / kRows);
+}
+
+__device__ __forceinline__ void run(const Params& p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  if (!shape_ok(p)) return;
+  const uint32_t given = dynamic_smem_bytes();
+  const uint32_t stages =
+      given < sizeof(Fixed) ? 0u : (given - sizeof(Fixed)) / stage_bytes(p.v_cache == p.k_cache);
+  if (stages >= 3) return decode<3>(p, smem);
+  if (stages >= 2) return decode<2>(p, smem);
+}
+
+}  // namespace tiled
+
+
 // Decode over an FP8 E4M3 cache (K = fp8 * k_scale, V = fp8 * v_scale,
 // cache_stride bytes per block), with a sliding window, optional per-head
 // sinks and an optional compressed pool of comp_block_count FP8 rows per
-// sequence attended in addition. Grid (num_q_heads, num_seqs), block 256.
-extern "C" __global__ void __launch_bounds__(kThreads)
+// sequence attended in addition. Two geometries: the tiled one (dynamic
+// shared memory given; grid (num_kv_heads * ceil(group / 16), num_seqs),
+// block 256) and one CTA per (query head, sequence) without shared memory
+// (grid (num_q_heads, num_seqs), block 256) for shapes the tiled kernel does
+// not take.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
     mla_paged_decode_fp8(const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
                          const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
                          const int32_t* __restrict__ block_tables,
@@ -274,6 +746,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                          float k_scale, float v_scale, uint64_t cache_stride,
                          uint32_t sliding_window, const float* __restrict__ sinks,
                          const uint8_t* __restrict__ comp_pool, uint32_t comp_block_count) {
+  if (tiled::dynamic_smem_bytes() != 0) {
+    if (gridDim.z != 1) return;
+    return tiled::run({q, k_cache, v_cache, block_tables, seq_lens, sinks, comp_pool, o, nullptr,
+                       nullptr, max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim,
+                       kv_cache_dim, block_size, inv_sqrt_d, k_scale, v_scale, cache_stride,
+                       sliding_window, comp_block_count, false});
+  }
   if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size)) return;
   const DecodeCta cta(block_tables, seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads,
                       kv_cache_dim, block_size, sliding_window);
@@ -294,4 +773,65 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       [&](uint32_t u) { return u < n_comp || block_of(u) >= 0; },
       [&](uint32_t u, uint32_t d) { return read(k_cache, u, d) * k_scale; },
       [&](uint32_t u, uint32_t d) { return read(v_cache, u, d) * v_scale; });
+}
+
+// Split-KV form of the tiled kernel: grid (num_kv_heads * ceil(group / 16),
+// num_seqs, num_splits), dynamic shared memory as for the one-pass launch.
+// Split z takes whole 64-token tiles, ceil(tiles / num_splits) of them, and
+// writes for each of its heads the unnormalised output times v_scale to
+// part_acc[seq][head][z][kv_cache_dim - 64] (f32) and (max, sum) of its
+// base-2 scores to part_ml[seq][head][z][2]; mla_decode_combine merges them
+// (and the sinks) into o.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    mla_paged_decode_fp8_split(const __nv_bfloat16* __restrict__ q,
+                               const uint8_t* __restrict__ k_cache,
+                               const uint8_t* __restrict__ v_cache, float* __restrict__ part_acc,
+                               float* __restrict__ part_ml, const int32_t* __restrict__ block_tables,
+                               const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq,
+                               uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t q_head_dim,
+                               uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
+                               float k_scale, float v_scale, uint64_t cache_stride,
+                               uint32_t sliding_window, const uint8_t* __restrict__ comp_pool,
+                               uint32_t comp_block_count) {
+  tiled::run({q, k_cache, v_cache, block_tables, seq_lens, nullptr, comp_pool, nullptr, part_acc,
+              part_ml, max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim,
+              block_size, inv_sqrt_d, k_scale, v_scale, cache_stride, sliding_window,
+              comp_block_count, true});
+}
+
+// o[seq][head] = (sum_z 2^(m_z - M) acc_z) / (sum_z 2^(m_z - M) l_z + 2^(sink - M))
+// over the splits with l_z > 0, M the largest of their m_z and the sink
+// (sinks[head] * log2(e); no term when sinks is null); zeros when the
+// denominator is 0. Grid (num_q_heads, num_seqs), block 256.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    mla_decode_combine(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
+                       __nv_bfloat16* __restrict__ o, const float* __restrict__ sinks,
+                       uint32_t num_q_heads, uint32_t dv, uint32_t num_splits) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float inv_total;
+  const uint32_t head = blockIdx.x, seq = blockIdx.y;
+  if (head >= num_q_heads || num_splits == 0 || num_splits > kMaxSplits) return;
+  const uint64_t row = uint64_t{seq} * num_q_heads + head;
+  const float* ml = part_ml + row * num_splits * 2;
+  if (threadIdx.x == 0) {
+    const float sink = sinks != nullptr ? sinks[head] * tiled::kLog2e : -INFINITY;
+    float mm = sink;
+    for (uint32_t z = 0; z < num_splits; ++z)
+      if (ml[2 * z + 1] > 0.0f) mm = fmaxf(mm, ml[2 * z]);
+    float total = mm == -INFINITY || sinks == nullptr ? 0.0f : exp2f(sink - mm);
+    for (uint32_t z = 0; z < num_splits; ++z) {
+      const float w = ml[2 * z + 1] > 0.0f ? exp2f(ml[2 * z] - mm) : 0.0f;
+      weight[z] = w;
+      total += w * ml[2 * z + 1];
+    }
+    inv_total = total > 0.0f ? 1.0f / total : 0.0f;
+  }
+  __syncthreads();
+  const float* acc = part_acc + row * num_splits * dv;
+  for (uint32_t d = threadIdx.x; d < dv; d += blockDim.x) {
+    float v = 0.0f;
+    for (uint32_t z = 0; z < num_splits; ++z)
+      if (weight[z] != 0.0f) v += weight[z] * acc[uint64_t{z} * dv + d];
+    o[row * dv + d] = __float2bfloat16_rn(v * inv_total);
+  }
 }

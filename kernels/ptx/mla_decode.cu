@@ -52,7 +52,11 @@ extern "C" __global__ void k3_mla_maybe_rope_f32(float* __restrict__ q, float* _
 // out[h] = softmax_t(q[h] . k[t][h] / sqrt(dq)) . v[t][h], times sigmoid(g[h])
 // when use_gate != 0; q: [heads][dq], k: [seq_len][heads][dq],
 // v: [seq_len][heads][dv], g and out: [heads][dv]. seq_len 0 writes zeros.
-// Grid (heads), block 32.
+// Grid (heads), block 32: one warp per head walks the tokens in blocks of 32.
+// Lane j scores token j of a block over the whole row (its loads are all
+// independent; q comes from L1), then every lane accumulates its V dims over
+// the block's tokens, the probabilities broadcast by shuffles: an online
+// softmax (f32) over the blocks.
 extern "C" __global__ void __launch_bounds__(kSdpaThreads)
     k3_mla_sdpa_gate_f32(const float* __restrict__ q, const float* __restrict__ k,
                          const float* __restrict__ v, const float* __restrict__ g,
@@ -62,27 +66,53 @@ extern "C" __global__ void __launch_bounds__(kSdpaThreads)
   if (h >= heads || blockDim.x != kSdpaThreads) return;
   const float scale = 1.0f / sqrtf(float(dq));
   const float* qh = q + uint64_t{h} * dq;
+  // Whole 16-byte pieces when every row allows it.
+  const bool vec4 = dq % 4 == 0 && (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k)) % 16 == 0;
   // V dims in passes of 256, each an online softmax over every token.
   for (uint32_t d0 = 0; d0 < dv; d0 += kDimsPerPass) {
     float m = -INFINITY, l = 0.0f, acc[kDimsPerLane];
 #pragma unroll
     for (uint32_t r = 0; r < kDimsPerLane; ++r) acc[r] = 0.0f;
-    for (uint32_t t = 0; t < seq_len; ++t) {
-      const float* kt = k + (uint64_t{t} * heads + h) * dq;
-      float dot = 0.0f;
-      for (uint32_t d = lane; d < dq; d += kSdpaThreads) dot += qh[d] * kt[d];
-      const float score = warp_sum(dot) * scale;
-      const float m_new = fmaxf(m, score);
-      const float rescale = expf(m - m_new);  // 0 on the first token
-      const float p = expf(score - m_new);
-      l = l * rescale + p;
-      const float* vt = v + (uint64_t{t} * heads + h) * dv;
-#pragma unroll
-      for (uint32_t r = 0; r < kDimsPerLane; ++r) {
-        const uint32_t d = d0 + r * kSdpaThreads + lane;
-        if (d < dv) acc[r] = acc[r] * rescale + p * vt[d];
+    for (uint32_t t0 = 0; t0 < seq_len; t0 += kSdpaThreads) {
+      const uint32_t nb = min(kSdpaThreads, seq_len - t0);
+      float score = -INFINITY;
+      if (lane < nb) {
+        const float* kt = k + (uint64_t{t0 + lane} * heads + h) * dq;
+        float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (vec4) {
+#pragma unroll 8
+          for (uint32_t d = 0; d < dq; d += 4) {
+            const float4 a = *reinterpret_cast<const float4*>(qh + d);
+            const float4 b = *reinterpret_cast<const float4*>(kt + d);
+            dot[0] += a.x * b.x;
+            dot[1] += a.y * b.y;
+            dot[2] += a.z * b.z;
+            dot[3] += a.w * b.w;
+          }
+        } else {
+          for (uint32_t d = 0; d < dq; ++d) dot[0] += qh[d] * kt[d];
+        }
+        score = (dot[0] + dot[1] + (dot[2] + dot[3])) * scale;
       }
+      float bm = score;
+#pragma unroll
+      for (int s = 16; s >= 1; s /= 2) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, s));
+      const float m_new = fmaxf(m, bm);
+      const float rescale = expf(m - m_new);  // 0 on the first block
+      const float p = lane < nb ? expf(score - m_new) : 0.0f;
+      l = l * rescale + warp_sum(p);
       m = m_new;
+#pragma unroll
+      for (uint32_t r = 0; r < kDimsPerLane; ++r) acc[r] *= rescale;
+      const float* vt = v + uint64_t{t0} * heads * dv + uint64_t{h} * dv + d0 + lane;
+      const uint64_t v_step = uint64_t{heads} * dv;
+#pragma unroll 4
+      for (uint32_t j = 0; j < nb; ++j) {
+        const float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+        for (uint32_t r = 0; r < kDimsPerLane; ++r)
+          if (d0 + r * kSdpaThreads + lane < dv) acc[r] += pj * vt[j * v_step + r * kSdpaThreads];
+      }
     }
 #pragma unroll
     for (uint32_t r = 0; r < kDimsPerLane; ++r) {

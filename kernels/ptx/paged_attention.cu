@@ -34,7 +34,10 @@
 //
 // The split entries run the same loop on a slice of the tokens (blockIdx.z
 // of num_splits) and write unnormalised partials that
-// paged_decode_attn_combine merges.
+// paged_decode_attn_combine merges; the split-merge entries do the same and
+// the last CTA of each (sequence, head group) to finish merges the partials
+// itself (an arrival counter per group in the workspace), so split-KV is one
+// launch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -185,7 +188,7 @@ struct Params {
   const __nv_bfloat16* q;
   const void* k_cache;
   const void* v_cache;
-  __nv_bfloat16* out;       // non-split: [num_seqs][num_q_heads][head_dim]
+  __nv_bfloat16* out;       // one pass, split-merge: [num_seqs][num_q_heads][head_dim]
   float* part_acc;          // split: [num_seqs][num_q_heads][num_splits][head_dim]
   float* part_ml;           // split: [num_seqs][num_q_heads][num_splits][2]
   const int32_t* block_tables;
@@ -197,6 +200,7 @@ struct Params {
   uint64_t block_stride;    // elements per cache block
   uint32_t sliding_window;
   uint32_t num_splits;      // 0: non-split entry
+  uint32_t* counters;       // split-merge: [num_seqs][grid.x] arrival counters
 };
 
 // x / d and x % d for a divisor fixed per launch: shifts for a power of two
@@ -221,9 +225,109 @@ struct Smem {
   float red[kWarps / 2][kMaxAccRegs][32];
 };
 
+// Most splits the split-merge entries merge (their weights wait in `red`).
+constexpr uint32_t kMaxMergeSplits = 256;
+static_assert(kMaxHpc * kMaxMergeSplits + kMaxHpc <= (kWarps / 2) * kMaxAccRegs * 32,
+              "merge weights fit the reduction buffer");
+
+// Split-merge: after every CTA of a (sequence, head group) has written its
+// partials, the last to arrive merges them into `out` (the combine's
+// arithmetic) and returns the group's counter to zero for the next launch.
+// Release: each writer fences its partial stores before the CTA's arrival;
+// acquire: the merging CTA fences after seeing the last ticket and reads the
+// partials from L2.
+__device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc, Smem& sm) {
+  __shared__ uint32_t last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* ctr = p.counters + uint64_t{blockIdx.y} * gridDim.x + blockIdx.x;
+    const uint32_t ticket = atomicAdd(ctr, 1u);
+    const uint32_t is_last = ticket == p.num_splits - 1 ? 1u : 0u;
+    if (is_last) atomicExch(ctr, 0u);
+    last = is_last;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const uint32_t S = p.num_splits, D = p.head_dim, D4 = D / 4;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint64_t row0 = uint64_t{blockIdx.y} * p.num_q_heads + uint64_t{blockIdx.x} * hpc;
+  float* wz = &sm.red[0][0][0];                  // [hpc][S] split weights
+  float* lsum = wz + kMaxHpc * kMaxMergeSplits;  // [hpc] total sums
+  if (uint32_t(warp) < hpc) {
+    const float* ml = p.part_ml + (row0 + warp) * S * 2;
+    float m = -INFINITY;
+    for (uint32_t z = lane; z < S; z += 32) {
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(ml) + z);
+      if (v.y > 0.f) m = fmaxf(m, v.x);
+    }
+#pragma unroll
+    for (int k = 16; k >= 1; k /= 2) m = fmaxf(m, __shfl_xor_sync(kFull, m, k));
+    float l = 0.f;
+    for (uint32_t z = lane; z < S; z += 32) {
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(ml) + z);
+      const float w = (m != -INFINITY && v.y > 0.f) ? exp2f(v.x - m) : 0.f;
+      wz[warp * S + z] = w;
+      l += w * v.y;
+    }
+#pragma unroll
+    for (int k = 16; k >= 1; k /= 2) l += __shfl_xor_sync(kFull, l, k);
+    if (lane == 0) lsum[warp] = l;
+  }
+  __syncthreads();
+  // Column i (4 dims of one head) is summed by T consecutive threads, each
+  // over every T-th split, loads first; T = the threads left per column.
+  const uint32_t cols = hpc * D4;
+  uint32_t T = 1;
+  while (T < 32 && 2 * T * cols <= uint32_t(kThreads)) T *= 2;
+  const uint32_t sub = threadIdx.x % T;
+  for (uint32_t i = threadIdx.x / T; i < (cols + (kThreads / T) - 1) / (kThreads / T) * (kThreads / T);
+       i += kThreads / T) {
+    const bool on = i < cols;
+    const uint32_t h = on ? i / D4 : 0, d4 = on ? i % D4 : 0;
+    const float4* acc = reinterpret_cast<const float4*>(p.part_acc + (row0 + h) * S * D) + d4;
+    const float* w = wz + h * S;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (uint32_t z0 = sub; z0 < S; z0 += 8 * T) {
+      float4 a[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const uint32_t z = z0 + u * T;
+        a[u] = on && z < S ? __ldcg(acc + uint64_t{z} * D4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const uint32_t z = z0 + u * T;
+        const float wu = z < S ? w[z] : 0.f;
+        if (wu != 0.f) {  // an empty split takes no part
+          o.x += wu * a[u].x;
+          o.y += wu * a[u].y;
+          o.z += wu * a[u].z;
+          o.w += wu * a[u].w;
+        }
+      }
+    }
+    for (uint32_t k = 1; k < T; k *= 2) {
+      o.x += __shfl_xor_sync(kFull, o.x, k);
+      o.y += __shfl_xor_sync(kFull, o.y, k);
+      o.z += __shfl_xor_sync(kFull, o.z, k);
+      o.w += __shfl_xor_sync(kFull, o.w, k);
+    }
+    if (on && sub == 0) {
+      const float l = lsum[h];
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      __nv_bfloat162* dst =
+          reinterpret_cast<__nv_bfloat162*>(p.out + (row0 + h) * D + 4 * uint64_t{d4});
+      dst[0] = __floats2bfloat162_rn(o.x * inv, o.y * inv);
+      dst[1] = __floats2bfloat162_rn(o.z * inv, o.w * inv);
+    }
+  }
+}
+
 // NKC: 8-dim K pieces per lane (head_dim <= 32 NKC); NVC: V pieces per lane
 // (head_dim <= 64 NVC); TN: 8-token groups per warp iteration.
-template <typename T, int NKC, int NVC, int TN>
+template <typename T, int NKC, int NVC, int TN, bool MERGE>
 __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) {
   using C = Cache<T>;
   using Vec = typename C::Vec;
@@ -525,7 +629,11 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
     }
     __syncthreads();
   }
-  if (warp != 0) return;
+  if (warp != 0) {
+    // (The merge's barriers are the same instructions for every warp.)
+    if constexpr (MERGE) merge_splits(p, hpc, sm);
+    return;
+  }
 #pragma unroll
   for (int q = 0; q < 2; ++q) {
     const uint32_t h = 2 * c + q;
@@ -549,12 +657,13 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
       p.part_ml[2 * prow + 1] = lh[q];
     }
   }
+  if constexpr (MERGE) merge_splits(p, hpc, sm);
 }
 
 // Chooses the instance for this launch: the lane layout from head_dim, the
 // heads per CTA from the grid. Launches outside the contract return without
 // writing (the op wrapper validates shapes first).
-template <typename T>
+template <typename T, bool MERGE = false>
 __device__ __forceinline__ void dispatch(const Params& p) {
   __shared__ __align__(16) Smem sm;
   const uint32_t D = p.head_dim;
@@ -563,9 +672,10 @@ __device__ __forceinline__ void dispatch(const Params& p) {
     return;
   const uint32_t hpc = p.num_q_heads / gridDim.x;
   if (hpc == 0 || hpc > kMaxHpc || (p.num_q_heads / p.num_kv_heads) % hpc != 0) return;
-  if (D <= 64) return decode<T, 2, 1, 2>(p, hpc, sm);
-  if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128>(p, hpc, sm);
-  return decode<T, 8, 4, 1>(p, hpc, sm);
+  if (MERGE && p.num_splits > kMaxMergeSplits) return;
+  if (D <= 64) return decode<T, 2, 1, 2, MERGE>(p, hpc, sm);
+  if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128, MERGE>(p, hpc, sm);
+  return decode<T, 8, 4, 1, MERGE>(p, hpc, sm);
 }
 
 __device__ __forceinline__ Params make_params(const __nv_bfloat16* q, const void* k_cache,
@@ -667,6 +777,52 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8_split
   p.v_scale = v_scale;
   p.block_stride = cache_stride;
   dispatch<__nv_fp8_storage_t>(p);
+}
+
+// Split-merge: the split entries' work, then the last CTA of each (sequence,
+// head group) to finish merges the group's partials into `out` (as
+// paged_decode_attn_combine), so split-KV is one launch. `counters` is
+// u32[num_seqs][grid.x], zero at launch and zero again after it.
+extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16_split_merge(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
+    const __nv_bfloat16* __restrict__ v_cache, __nv_bfloat16* __restrict__ out,
+    float* __restrict__ part_acc, float* __restrict__ part_ml, uint32_t* __restrict__ counters,
+    const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,
+    uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
+    uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window,
+    uint32_t num_splits) {
+  if (num_splits == 0 || blockIdx.z >= num_splits || counters == nullptr) return;
+  Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
+                         num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
+  p.out = out;
+  p.part_acc = part_acc;
+  p.part_ml = part_ml;
+  p.counters = counters;
+  p.num_splits = num_splits;
+  p.q_scale = inv_sqrt_d * kLog2e;
+  dispatch<__nv_bfloat16, true>(p);
+}
+
+extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8_split_merge(
+    const __nv_bfloat16* __restrict__ q, const __nv_fp8_storage_t* __restrict__ k_cache,
+    const __nv_fp8_storage_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ out,
+    float* __restrict__ part_acc, float* __restrict__ part_ml, uint32_t* __restrict__ counters,
+    const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,
+    uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
+    uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, uint32_t q_stride,
+    uint64_t cache_stride, uint32_t sliding_window, uint32_t num_splits) {
+  if (num_splits == 0 || blockIdx.z >= num_splits || counters == nullptr) return;
+  Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
+                         num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
+  p.out = out;
+  p.part_acc = part_acc;
+  p.part_ml = part_ml;
+  p.counters = counters;
+  p.num_splits = num_splits;
+  p.q_scale = inv_sqrt_d * kLog2e * k_scale;
+  p.v_scale = v_scale;
+  p.block_stride = cache_stride;
+  dispatch<__nv_fp8_storage_t, true>(p);
 }
 
 // Merges the splits of one (sequence, query head): grid (num_q_heads,

@@ -20,6 +20,9 @@ namespace {
 constexpr uint32_t kGemvOutputsPerCta = 8;
 constexpr uint32_t kRopeDim = 64;   // the rope part ending each MLA cache row
 constexpr uint32_t kMaxDim = 1024;  // q_head_dim and kv_cache_dim
+constexpr uint32_t kTiledRows = 16;  // query heads per CTA of the tiled decode
+constexpr uint32_t kTile = 64;       // tokens per tile; a split takes whole tiles
+constexpr float kLog2e = 1.4426950408889634f;
 
 // E2M1 (the NVFP4 element): sign, 2 exponent bits, 1 mantissa bit.
 float e2m1_to_f32(uint32_t nibble) {
@@ -57,6 +60,9 @@ struct MlaDecodeShape {
   bool nvfp4 = false;
   uint64_t block_stride_bytes = 0;
   uint64_t data_section_bytes = 0;
+  // fp8 split entry: > 0, partials at arguments 3 and 4, every later
+  // argument one further on.
+  uint32_t num_splits = 0;
 
   uint64_t row() const { return uint64_t{num_kv_heads} * kv_cache_dim; }
   uint32_t dv() const { return kv_cache_dim - kRopeDim; }
@@ -67,9 +73,24 @@ absl::Status check_decode_shape(const Launch& l, const MlaDecodeShape& s) {
     return invalid_launch(l, absl::StrFormat("num_q_heads %d must be a positive multiple of "
                                              "num_kv_heads %d",
                                              s.num_q_heads, s.num_kv_heads));
-  if (l.grid()[0] != s.num_q_heads)
-    return invalid_launch(
-        l, absl::StrFormat("grid.x %d must equal num_q_heads %d", l.grid()[0], s.num_q_heads));
+  // One CTA per query head, or (fp8) the tiled geometry: 16 query heads of
+  // one KV head per CTA, splits along z.
+  const uint32_t group = s.num_q_heads / s.num_kv_heads;
+  const uint32_t tiled_x = s.num_kv_heads * ((group + kTiledRows - 1) / kTiledRows);
+  const bool tiled = !s.nvfp4 && l.grid()[0] == tiled_x;
+  if (l.grid()[0] != s.num_q_heads && !tiled)
+    return invalid_launch(l, absl::StrFormat("grid.x %d must equal num_q_heads %d%s", l.grid()[0],
+                                             s.num_q_heads,
+                                             s.nvfp4 ? std::string()
+                                                     : absl::StrFormat(" or num_kv_heads * "
+                                                                       "ceil(group / 16) = %d",
+                                                                       tiled_x)));
+  if (s.num_splits > 0 && !tiled)
+    return invalid_launch(l, absl::StrFormat("a split launch has the tiled grid.x %d (got %d)",
+                                             tiled_x, l.grid()[0]));
+  if (l.grid()[2] != std::max<uint32_t>(s.num_splits, 1))
+    return invalid_launch(l, absl::StrFormat("grid.z %d must be %s", l.grid()[2],
+                                             s.num_splits > 0 ? "the split count" : "1"));
   if (s.block_size == 0 || s.max_blocks_per_seq == 0)
     return invalid_launch(l, "block_size and max_blocks_per_seq must be > 0");
   if (s.kv_cache_dim <= kRopeDim || s.kv_cache_dim > kMaxDim || s.q_head_dim == 0 ||
@@ -96,8 +117,9 @@ absl::Status check_decode_shape(const Launch& l, const MlaDecodeShape& s) {
 }
 
 // Decode per the contract. Arguments 0..5 are q, k_cache, v_cache, o,
-// block_tables, seq_lens in both entries; the fp8 entry's sinks and
-// comp_pool are arguments 17 and 18.
+// block_tables, seq_lens in both one-pass entries; the fp8 entry's sinks and
+// comp_pool are arguments 17 and 18. The split entry has part_acc, part_ml
+// at 3 and 4, no sinks, comp_pool at 18.
 absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
   if (s.num_seqs == 0) return absl::OkStatus();
   if (absl::Status st = check_decode_shape(l, s); !st.ok()) return st;
@@ -112,8 +134,10 @@ absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
     return block * block_bytes +
            (s.nvfp4 ? s.data_section_bytes + (end_value - 1) / 16 + 1 : end_value);
   };
+  const bool split = s.num_splits > 0;
+  const uint32_t shift = split ? 1 : 0;  // arguments after o sit one further on
   SPARKRT_ASSIGN_OR_RETURN(const PagedWindows w,
-                           paged_windows(l, 4, s.num_seqs, s.max_blocks_per_seq, s.block_size,
+                           paged_windows(l, 4 + shift, s.num_seqs, s.max_blocks_per_seq, s.block_size,
                                          s.sliding_window, token_end));
   const uint64_t cache_extent = w.cache_extent;  // bytes
   SPARKRT_ASSIGN_OR_RETURN(auto qv,
@@ -124,14 +148,26 @@ absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
                            operand<const uint8_t>(l, 1, "k_cache", cache_extent, why));
   SPARKRT_ASSIGN_OR_RETURN(auto v_cache,
                            operand<const uint8_t>(l, 2, "v_cache", cache_extent, why));
-  SPARKRT_ASSIGN_OR_RETURN(auto out, operand<bf16_bits>(l, 3, "o", uint64_t{s.num_seqs} * hq * dv,
-                                                        "every sequence's output heads"));
+  std::span<bf16_bits> out;
+  std::span<float> part_acc, part_ml;
+  const uint64_t rows = uint64_t{s.num_seqs} * hq;
+  if (split) {
+    SPARKRT_ASSIGN_OR_RETURN(part_acc, operand<float>(l, 3, "part_acc", rows * s.num_splits * dv,
+                                                      "every split's partial output"));
+    SPARKRT_ASSIGN_OR_RETURN(part_ml, operand<float>(l, 4, "part_ml", rows * s.num_splits * 2,
+                                                     "every split's (max, sum)"));
+  } else {
+    SPARKRT_ASSIGN_OR_RETURN(
+        out, operand<bf16_bits>(l, 3, "o", rows * dv, "every sequence's output heads"));
+  }
   std::span<const float> sinks;
   std::span<const fp8_bits> comp;
   uint32_t n_comp = 0;
   if (!s.nvfp4) {
-    SPARKRT_ASSIGN_OR_RETURN(
-        sinks, optional_operand<const float>(l, 17, "sinks", hq, "one sink per query head"));
+    if (!split) {
+      SPARKRT_ASSIGN_OR_RETURN(
+          sinks, optional_operand<const float>(l, 17, "sinks", hq, "one sink per query head"));
+    }
     if (l.address(18) != 0) n_comp = s.comp_block_count;
     SPARKRT_ASSIGN_OR_RETURN(
         comp, operand<const fp8_bits>(l, 18, "comp_pool", uint64_t{s.num_seqs} * n_comp * row,
@@ -165,39 +201,62 @@ absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
       const uint32_t kvh = h / group;
       const uint64_t qrow = uint64_t{q} * hq + h;
       scores.assign(n, 0.0f);
-      float m = sinks.empty() ? -INFINITY : sinks[h];
       for (uint32_t u = 0; u < n; ++u) {
         float dot = 0.0f;
         for (uint32_t d = 0; d < dq; ++d)
           dot += bf16_to_f32(qv[qrow * dq + d]) * element(k_cache, s.k_scale, q, u, kvh, d);
         scores[u] = s.inv_sqrt_d * dot;
-        m = std::max(m, scores[u]);
       }
-      // The sink is one more logit in the denominator that carries no value.
-      float sum = sinks.empty() ? 0.0f : std::exp(sinks[h] - m);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (uint32_t u = 0; u < n; ++u) {
-        const float p = std::exp(scores[u] - m);
-        sum += p;
-        for (uint32_t d = 0; d < dv; ++d) acc[d] += p * element(v_cache, s.v_scale, q, u, kvh, d);
+      // softmax over tokens [b, e) with `base`-scaled scores: the running
+      // max and sum, the unnormalised output in acc.
+      const auto attend = [&](uint32_t b, uint32_t e, float m, float sum, bool base2) {
+        for (uint32_t u = b; u < e; ++u) m = std::max(m, base2 ? scores[u] * kLog2e : scores[u]);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (uint32_t u = b; u < e; ++u) {
+          const float p =
+              base2 ? std::exp2(scores[u] * kLog2e - m) : std::exp(scores[u] - m);
+          sum += p;
+          for (uint32_t d = 0; d < dv; ++d)
+            acc[d] += p * element(v_cache, s.v_scale, q, u, kvh, d);
+        }
+        return std::pair<float, float>(m, sum);
+      };
+      if (!split) {
+        // The sink is one more logit in the denominator that carries no value.
+        const float m0 = sinks.empty() ? -INFINITY : sinks[h];
+        const auto [m, sum] = attend(0, n, m0, 0.0f, false);
+        const float total = sum + (sinks.empty() ? 0.0f : std::exp(sinks[h] - m));
+        for (uint32_t d = 0; d < dv; ++d)
+          out[qrow * dv + d] = f32_to_bf16(total > 0.0f ? acc[d] / total : 0.0f);
+        continue;
       }
-      for (uint32_t d = 0; d < dv; ++d)
-        out[qrow * dv + d] = f32_to_bf16(sum > 0.0f ? acc[d] / sum : 0.0f);
+      // Split z: whole tiles, ceil(tiles / num_splits) of them.
+      const uint32_t tiles = (n + kTile - 1) / kTile;
+      const uint32_t per = (tiles + s.num_splits - 1) / s.num_splits;
+      for (uint32_t z = 0; z < s.num_splits; ++z) {
+        const uint32_t b = std::min(n, z * per * kTile), e = std::min(n, (z + 1) * per * kTile);
+        const auto [m, sum] = attend(b, e, -INFINITY, 0.0f, true);
+        const uint64_t prow = qrow * s.num_splits + z;
+        for (uint32_t d = 0; d < dv; ++d) part_acc[prow * dv + d] = acc[d];
+        part_ml[2 * prow] = m;  // -inf for an empty split
+        part_ml[2 * prow + 1] = sum;
+      }
     }
   }
   return absl::OkStatus();
 }
 
-MlaDecodeShape common_decode_shape(const Launch& l) {
+// The scalars from max_blocks_per_seq (argument `first`) to inv_sqrt_d.
+MlaDecodeShape common_decode_shape(const Launch& l, uint32_t first = 6) {
   MlaDecodeShape s{};
   s.num_seqs = l.grid()[1];
-  s.max_blocks_per_seq = l.value<uint32_t>(6);
-  s.num_q_heads = l.value<uint32_t>(7);
-  s.num_kv_heads = l.value<uint32_t>(8);
-  s.q_head_dim = l.value<uint32_t>(9);
-  s.kv_cache_dim = l.value<uint32_t>(10);
-  s.block_size = l.value<uint32_t>(11);
-  s.inv_sqrt_d = l.value<float>(12);
+  s.max_blocks_per_seq = l.value<uint32_t>(first);
+  s.num_q_heads = l.value<uint32_t>(first + 1);
+  s.num_kv_heads = l.value<uint32_t>(first + 2);
+  s.q_head_dim = l.value<uint32_t>(first + 3);
+  s.kv_cache_dim = l.value<uint32_t>(first + 4);
+  s.block_size = l.value<uint32_t>(first + 5);
+  s.inv_sqrt_d = l.value<float>(first + 6);
   return s;
 }
 
@@ -337,4 +396,64 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_paged_decode_fp8) {
   s.sliding_window = launch.value<uint32_t>(16);
   s.comp_block_count = launch.value<uint32_t>(19);
   return mla_decode(launch, s);
+}
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_paged_decode_fp8_split) {
+  using namespace sparkrt::reference;
+  MlaDecodeShape s = common_decode_shape(launch, 7);
+  s.k_scale = launch.value<float>(14);
+  s.v_scale = launch.value<float>(15);
+  s.cache_stride = launch.value<uint64_t>(16);
+  s.sliding_window = launch.value<uint32_t>(17);
+  s.comp_block_count = launch.value<uint32_t>(19);
+  s.num_splits = launch.grid()[2];
+  return mla_decode(launch, s);
+}
+
+// o = sum_z 2^(m_z - M) acc_z / (sum_z 2^(m_z - M) l_z + 2^(sink - M)) over
+// the splits with l_z > 0, M the largest of their m_z and the sink (base 2);
+// zeros when the denominator is 0.
+SPARKRT_REFERENCE_KERNEL(mla, mla_decode_combine) {
+  using namespace sparkrt::reference;
+  const uint32_t hq = launch.value<uint32_t>(4);
+  const uint32_t dv = launch.value<uint32_t>(5);
+  const uint32_t n = launch.value<uint32_t>(6);
+  const uint32_t num_seqs = launch.grid()[1];
+  if (launch.grid()[0] != hq)
+    return invalid_launch(
+        launch, absl::StrFormat("grid.x %d must equal num_q_heads %d", launch.grid()[0], hq));
+  if (n == 0) return invalid_launch(launch, "num_splits must be > 0");
+  const uint64_t rows = uint64_t{num_seqs} * hq;
+  SPARKRT_ASSIGN_OR_RETURN(auto part_acc, operand<const float>(launch, 0, "part_acc",
+                                                               rows * n * dv,
+                                                               "every split's partial output"));
+  SPARKRT_ASSIGN_OR_RETURN(auto part_ml, operand<const float>(launch, 1, "part_ml", rows * n * 2,
+                                                              "every split's (max, sum)"));
+  SPARKRT_ASSIGN_OR_RETURN(auto out, operand<bf16_bits>(launch, 2, "o", rows * dv,
+                                                        "every sequence's output heads"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto sinks, optional_operand<const float>(launch, 3, "sinks", hq, "one sink per query head"));
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float* ml = part_ml.data() + r * n * 2;
+    const float sink = sinks.empty() ? -INFINITY : sinks[r % hq] * kLog2e;
+    float m = sink;
+    for (uint32_t z = 0; z < n; ++z)
+      if (ml[2 * z + 1] > 0.0f) m = std::max(m, ml[2 * z]);
+    float total = 0.0f;
+    if (m != -INFINITY) {
+      if (!sinks.empty()) total = std::exp2(sink - m);
+      for (uint32_t z = 0; z < n; ++z)
+        if (ml[2 * z + 1] > 0.0f) total += std::exp2(ml[2 * z] - m) * ml[2 * z + 1];
+    }
+    for (uint32_t d = 0; d < dv; ++d) {
+      float o = 0.0f;
+      if (total > 0.0f) {
+        for (uint32_t z = 0; z < n; ++z)
+          if (ml[2 * z + 1] > 0.0f) o += std::exp2(ml[2 * z] - m) * part_acc[(r * n + z) * dv + d];
+        o /= total;
+      }
+      out[r * dv + d] = f32_to_bf16(o);
+    }
+  }
+  return absl::OkStatus();
 }

@@ -34,10 +34,14 @@ struct DecodeShape {
   // Split entries: num_splits > 0, partials instead of `out` at argument 3
   // (part_acc) and 4 (part_ml); block_tables and seq_lens move to 5 and 6.
   uint32_t num_splits = 0;
+  // Split-merge entries: `out` at 3, part_acc 4, part_ml 5, counters 6,
+  // block_tables and seq_lens at 7 and 8; the partials are merged into `out`.
+  bool merge = false;
 };
 
-// The scalars all four decode entries take in this order, from argument
-// `first` on (6 for the one-pass entries, 7 for the split ones).
+// The scalars all six decode entries take in this order, from argument
+// `first` on (6 for the one-pass entries, 7 for the split ones, 9 for the
+// split-merge ones).
 DecodeShape leading_scalars(const Launch& l, uint32_t first) {
   DecodeShape s{};
   s.num_seqs = l.grid()[1];
@@ -55,6 +59,31 @@ constexpr float kLog2e = 1.4426950408889634f;
 // How a cache element reads as f32.
 inline float load(bf16_bits v, float) { return bf16_to_f32(v); }
 inline float load(fp8_bits v, float scale) { return fp8_e4m3_to_f32(v) * scale; }
+
+// out = sum_z 2^(m_z - M) acc_z / sum_z 2^(m_z - M) l_z over the splits with
+// l_z > 0 (M their largest m_z); zeros when there are none.
+void combine(const float* part_acc, const float* part_ml, bf16_bits* out, uint64_t rows,
+             uint32_t n, uint32_t d) {
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float* ml = part_ml + r * n * 2;
+    float m = -INFINITY;
+    for (uint32_t z = 0; z < n; ++z)
+      if (ml[2 * z + 1] > 0.0f) m = std::max(m, ml[2 * z]);
+    float total = 0.0f;
+    if (m != -INFINITY)
+      for (uint32_t z = 0; z < n; ++z)
+        if (ml[2 * z + 1] > 0.0f) total += std::exp2(ml[2 * z] - m) * ml[2 * z + 1];
+    for (uint32_t j = 0; j < d; ++j) {
+      float o = 0.0f;
+      if (total > 0.0f) {
+        for (uint32_t z = 0; z < n; ++z)
+          if (ml[2 * z + 1] > 0.0f) o += std::exp2(ml[2 * z] - m) * part_acc[(r * n + z) * d + j];
+        o /= total;
+      }
+      out[r * d + j] = f32_to_bf16(o);
+    }
+  }
+}
 
 template <typename CacheT>
 absl::Status decode(const Launch& l, const DecodeShape& s) {
@@ -89,7 +118,7 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
                                       s.block_stride, uint64_t{s.block_size} * row));
 
   const bool split = s.num_splits > 0;
-  const uint32_t arg_tables = split ? 5 : 4;
+  const uint32_t arg_tables = s.merge ? 7 : split ? 5 : 4;
   SPARKRT_ASSIGN_OR_RETURN(auto seq_lens, operand<const int32_t>(l, arg_tables + 1, "seq_lens",
                                                                  s.num_seqs,
                                                                  "one length per sequence"));
@@ -133,11 +162,27 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
   const uint32_t n = std::max<uint32_t>(s.num_splits, 1);
   const uint64_t rows = uint64_t{s.num_seqs} * hq;
   if (split) {
-    SPARKRT_ASSIGN_OR_RETURN(part_acc, operand<float>(l, 3, "part_acc", rows * n * d,
+    const uint32_t arg_part = s.merge ? 4 : 3;
+    SPARKRT_ASSIGN_OR_RETURN(part_acc, operand<float>(l, arg_part, "part_acc", rows * n * d,
                                                       "every split's partial output"));
-    SPARKRT_ASSIGN_OR_RETURN(part_ml, operand<float>(l, 4, "part_ml", rows * n * 2,
+    SPARKRT_ASSIGN_OR_RETURN(part_ml, operand<float>(l, arg_part + 1, "part_ml", rows * n * 2,
                                                      "every split's (max, sum)"));
-  } else {
+  }
+  if (s.merge) {
+    // One arrival counter per CTA group, zero at launch (the kernel returns
+    // it to zero, so a workspace zeroed once stays usable).
+    const uint64_t groups = uint64_t{s.num_seqs} * gx;
+    SPARKRT_ASSIGN_OR_RETURN(auto counters,
+                             operand<uint32_t>(l, 6, "counters", groups,
+                                               "one arrival counter per (sequence, head group)"));
+    for (uint64_t i = 0; i < groups; ++i)
+      if (counters[i] != 0)
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s: counters[%d] = %d is not zero; zero the workspace once after allocating it "
+            "(paged_decode_workspace_bytes)",
+            l.entry(), i, counters[i]));
+  }
+  if (!split || s.merge) {
     SPARKRT_ASSIGN_OR_RETURN(out, operand<bf16_bits>(l, 3, "out", rows * d,
                                                      "every sequence's output heads"));
   }
@@ -197,6 +242,7 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
       }
     }
   }
+  if (s.merge) combine(part_acc.data(), part_ml.data(), out.data(), rows, n, d);
   return absl::OkStatus();
 }
 
@@ -234,6 +280,34 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split) {
   return decode<bf16_bits>(launch, s);
 }
 
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split_merge) {
+  using namespace sparkrt::reference;
+  DecodeShape s = leading_scalars(launch, 9);
+  s.q_stride = launch.value<uint32_t>(15);
+  s.sliding_window = launch.value<uint32_t>(16);
+  s.num_splits = launch.value<uint32_t>(17);
+  s.merge = true;
+  s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
+  if (s.num_splits == 0 || s.num_splits > 256)
+    return invalid_launch(launch, "num_splits must be in [1, 256]");
+  return decode<bf16_bits>(launch, s);
+}
+
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split_merge) {
+  using namespace sparkrt::reference;
+  DecodeShape s = leading_scalars(launch, 9);
+  s.k_scale = launch.value<float>(15);
+  s.v_scale = launch.value<float>(16);
+  s.q_stride = launch.value<uint32_t>(17);
+  s.block_stride = launch.value<uint64_t>(18);
+  s.sliding_window = launch.value<uint32_t>(19);
+  s.num_splits = launch.value<uint32_t>(20);
+  s.merge = true;
+  if (s.num_splits == 0 || s.num_splits > 256)
+    return invalid_launch(launch, "num_splits must be in [1, 256]");
+  return decode<fp8_bits>(launch, s);
+}
+
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split) {
   using namespace sparkrt::reference;
   DecodeShape s = leading_scalars(launch, 7);
@@ -266,24 +340,6 @@ SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_combine) {
                                                               "every split's (max, sum)"));
   SPARKRT_ASSIGN_OR_RETURN(auto out, operand<bf16_bits>(launch, 2, "out", rows * d,
                                                         "every sequence's output heads"));
-  for (uint64_t r = 0; r < rows; ++r) {
-    const float* ml = part_ml.data() + r * n * 2;
-    float m = -INFINITY;
-    for (uint32_t z = 0; z < n; ++z)
-      if (ml[2 * z + 1] > 0.0f) m = std::max(m, ml[2 * z]);
-    float total = 0.0f;
-    if (m != -INFINITY)
-      for (uint32_t z = 0; z < n; ++z)
-        if (ml[2 * z + 1] > 0.0f) total += std::exp2(ml[2 * z] - m) * ml[2 * z + 1];
-    for (uint32_t j = 0; j < d; ++j) {
-      float o = 0.0f;
-      if (total > 0.0f) {
-        for (uint32_t z = 0; z < n; ++z)
-          if (ml[2 * z + 1] > 0.0f) o += std::exp2(ml[2 * z] - m) * part_acc[(r * n + z) * d + j];
-        o /= total;
-      }
-      out[r * d + j] = f32_to_bf16(o);
-    }
-  }
+  combine(part_acc.data(), part_ml.data(), out.data(), rows, n, d);
   return absl::OkStatus();
 }

@@ -106,6 +106,10 @@ absl::StatusOr<KvCacheKernels> KvCacheKernels::resolve(Device& dev) {
       {kPagedAttentionModule, "paged_decode_attn_bf16_split", &k.paged_decode_attn_bf16_split},
       {kPagedAttentionModule, "paged_decode_attn_fp8_split", &k.paged_decode_attn_fp8_split},
       {kPagedAttentionModule, "paged_decode_attn_combine", &k.paged_decode_attn_combine},
+      {kPagedAttentionModule, "paged_decode_attn_bf16_split_merge",
+       &k.paged_decode_attn_bf16_split_merge},
+      {kPagedAttentionModule, "paged_decode_attn_fp8_split_merge",
+       &k.paged_decode_attn_fp8_split_merge},
   };
   for (const auto& e : entries) {
     SPARKRT_OPS_RETURN_IF_ERROR(resolve_into(dev, e.module, e.entry, *e.out));
@@ -319,10 +323,29 @@ DecodeShape shape_of(const A& a) {
 
 constexpr uint64_t kWorkspaceAlign = 256;
 
+uint64_t align_up(uint64_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
 uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
                             uint32_t splits) {
-  const uint64_t bytes = uint64_t{num_seqs} * num_q_heads * splits * head_dim * sizeof(float);
-  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+  return align_up(uint64_t{num_seqs} * num_q_heads * splits * head_dim * sizeof(float));
+}
+
+// The partial outputs, then (aligned) the partial (max, sum) pairs.
+uint64_t partials_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
+                        uint32_t splits) {
+  return partials_acc_bytes(num_seqs, num_q_heads, head_dim, splits) +
+         uint64_t{num_seqs} * num_q_heads * splits * 2 * sizeof(float);
+}
+
+// Whether a workspace of `bytes` holds `splits` splits: the counters of every
+// (sequence, query head) in its counter region, the partials after it.
+bool workspace_holds(uint64_t bytes, uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
+                     uint32_t splits) {
+  const uint64_t counters = paged_decode_counter_bytes(bytes);
+  return uint64_t{num_seqs} * num_q_heads * sizeof(uint32_t) <= counters &&
+         partials_bytes(num_seqs, num_q_heads, head_dim, splits) <= bytes - counters;
 }
 
 absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperties& props,
@@ -356,8 +379,7 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
   uint32_t room = 0;
   if (!s.workspace.is_null()) {
     for (uint32_t n = kMaxDecodeSplits; n >= 2; --n) {
-      if (paged_decode_workspace_bytes(s.num_seqs, s.num_q_heads, s.head_dim, n) <=
-          s.workspace_bytes) {
+      if (workspace_holds(s.workspace_bytes, s.num_seqs, s.num_q_heads, s.head_dim, n)) {
         room = n;
         break;
       }
@@ -399,10 +421,21 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
 
 }  // namespace
 
+uint64_t paged_decode_counter_bytes(uint64_t workspace_bytes) {
+  return workspace_bytes / 16 / kWorkspaceAlign * kWorkspaceAlign;
+}
+
 uint64_t paged_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
                                       uint32_t max_splits) {
-  return partials_acc_bytes(num_seqs, num_q_heads, head_dim, max_splits) +
-         uint64_t{num_seqs} * num_q_heads * max_splits * 2 * sizeof(float);
+  // The smallest W that holds them: with c = paged_decode_counter_bytes(W)
+  // (W / 16 rounded down to 256), c must hold a counter per (sequence, query
+  // head) and W - c the partials. For a given c, W lies in [16c, 16c + 4095]
+  // and needs W >= partials + c; the smallest c that allows both gives the
+  // smallest W.
+  const uint64_t partials = partials_bytes(num_seqs, num_q_heads, head_dim, max_splits);
+  uint64_t c = align_up(uint64_t{num_seqs} * num_q_heads * sizeof(uint32_t));
+  if (partials > 4095) c = std::max(c, align_up((partials - 4095 + 14) / 15));
+  return std::max(16 * c, partials + c);
 }
 
 absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecodeAttnArgs& a) {
@@ -416,15 +449,16 @@ absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecod
 namespace {
 
 absl::Status combine(Device& dev, const KvCacheKernels& k, DevicePtr part_acc, DevicePtr part_ml,
-                     DevicePtr out, const DecodeShape& s, uint32_t num_splits, Stream stream) {
+                     DevicePtr out, uint32_t num_q_heads, uint32_t num_seqs, uint32_t head_dim,
+                     uint32_t num_splits, Stream stream) {
   return KernelLaunch(dev, k.paged_decode_attn_combine)
-      .grid({s.num_q_heads, s.num_seqs})
+      .grid({num_q_heads, num_seqs})
       .block({kKvBlockThreads})
       .arg(part_acc)
       .arg(part_ml)
       .arg(out)
-      .arg(s.num_q_heads)
-      .arg(s.head_dim)
+      .arg(num_q_heads)
+      .arg(head_dim)
       .arg(num_splits)
       .launch(stream);
 }
@@ -458,30 +492,56 @@ absl::Status paged_decode_attn_bf16(Device& dev, const KvCacheKernels& k,
         .arg(a.sliding_window)
         .launch(stream);
   }
-  const DevicePtr part_acc = a.workspace;
+  const DevicePtr counters = a.workspace;
+  const DevicePtr part_acc = a.workspace + paged_decode_counter_bytes(a.workspace_bytes);
   const DevicePtr part_ml =
-      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
+      part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
+  if (plan->num_splits >= kMinMergeSplits) {
+    return KernelLaunch(dev, k.paged_decode_attn_bf16_split_merge)
+        .grid(grid)
+        .block({kKvBlockThreads})
+        .arg(a.q)
+        .arg(a.k_cache)
+        .arg(a.v_cache)
+        .arg(a.out)
+        .arg(part_acc)
+        .arg(part_ml)
+        .arg(counters)
+        .arg(a.block_tables)
+        .arg(a.seq_lens)
+        .arg(a.max_blocks_per_seq)
+        .arg(a.num_q_heads)
+        .arg(a.num_kv_heads)
+        .arg(a.head_dim)
+        .arg(a.block_size)
+        .arg(a.inv_sqrt_d)
+        .arg(a.q_stride)
+        .arg(a.sliding_window)
+        .arg(plan->num_splits)
+        .launch(stream);
+  }
   SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.paged_decode_attn_bf16_split)
-                                  .grid(grid)
-                                  .block({kKvBlockThreads})
-                                  .arg(a.q)
-                                  .arg(a.k_cache)
-                                  .arg(a.v_cache)
-                                  .arg(part_acc)
-                                  .arg(part_ml)
-                                  .arg(a.block_tables)
-                                  .arg(a.seq_lens)
-                                  .arg(a.max_blocks_per_seq)
-                                  .arg(a.num_q_heads)
-                                  .arg(a.num_kv_heads)
-                                  .arg(a.head_dim)
-                                  .arg(a.block_size)
-                                  .arg(a.inv_sqrt_d)
-                                  .arg(a.q_stride)
-                                  .arg(a.sliding_window)
-                                  .arg(plan->num_splits)
-                                  .launch(stream));
-  return combine(dev, k, part_acc, part_ml, a.out, s, plan->num_splits, stream);
+        .grid(grid)
+        .block({kKvBlockThreads})
+        .arg(a.q)
+        .arg(a.k_cache)
+        .arg(a.v_cache)
+        .arg(part_acc)
+        .arg(part_ml)
+        .arg(a.block_tables)
+        .arg(a.seq_lens)
+        .arg(a.max_blocks_per_seq)
+        .arg(a.num_q_heads)
+        .arg(a.num_kv_heads)
+        .arg(a.head_dim)
+        .arg(a.block_size)
+        .arg(a.inv_sqrt_d)
+        .arg(a.q_stride)
+        .arg(a.sliding_window)
+        .arg(plan->num_splits)
+        .launch(stream));
+  return combine(dev, k, part_acc, part_ml, a.out, a.num_q_heads, a.num_seqs, a.head_dim,
+                 plan->num_splits, stream);
 }
 
 absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
@@ -524,33 +584,62 @@ absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
         .arg(a.sliding_window)
         .launch(stream);
   }
-  const DevicePtr part_acc = a.workspace;
+  const DevicePtr counters = a.workspace;
+  const DevicePtr part_acc = a.workspace + paged_decode_counter_bytes(a.workspace_bytes);
   const DevicePtr part_ml =
-      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
+      part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
+  if (plan->num_splits >= kMinMergeSplits) {
+    return KernelLaunch(dev, k.paged_decode_attn_fp8_split_merge)
+        .grid(grid)
+        .block({kKvBlockThreads})
+        .arg(a.q)
+        .arg(a.k_cache)
+        .arg(a.v_cache)
+        .arg(a.out)
+        .arg(part_acc)
+        .arg(part_ml)
+        .arg(counters)
+        .arg(a.block_tables)
+        .arg(a.seq_lens)
+        .arg(a.max_blocks_per_seq)
+        .arg(a.num_q_heads)
+        .arg(a.num_kv_heads)
+        .arg(a.head_dim)
+        .arg(a.block_size)
+        .arg(a.inv_sqrt_d)
+        .arg(a.k_scale)
+        .arg(a.v_scale)
+        .arg(a.q_stride)
+        .arg(a.cache_stride)
+        .arg(a.sliding_window)
+        .arg(plan->num_splits)
+        .launch(stream);
+  }
   SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.paged_decode_attn_fp8_split)
-                                  .grid(grid)
-                                  .block({kKvBlockThreads})
-                                  .arg(a.q)
-                                  .arg(a.k_cache)
-                                  .arg(a.v_cache)
-                                  .arg(part_acc)
-                                  .arg(part_ml)
-                                  .arg(a.block_tables)
-                                  .arg(a.seq_lens)
-                                  .arg(a.max_blocks_per_seq)
-                                  .arg(a.num_q_heads)
-                                  .arg(a.num_kv_heads)
-                                  .arg(a.head_dim)
-                                  .arg(a.block_size)
-                                  .arg(a.inv_sqrt_d)
-                                  .arg(a.k_scale)
-                                  .arg(a.v_scale)
-                                  .arg(a.q_stride)
-                                  .arg(a.cache_stride)
-                                  .arg(a.sliding_window)
-                                  .arg(plan->num_splits)
-                                  .launch(stream));
-  return combine(dev, k, part_acc, part_ml, a.out, s, plan->num_splits, stream);
+        .grid(grid)
+        .block({kKvBlockThreads})
+        .arg(a.q)
+        .arg(a.k_cache)
+        .arg(a.v_cache)
+        .arg(part_acc)
+        .arg(part_ml)
+        .arg(a.block_tables)
+        .arg(a.seq_lens)
+        .arg(a.max_blocks_per_seq)
+        .arg(a.num_q_heads)
+        .arg(a.num_kv_heads)
+        .arg(a.head_dim)
+        .arg(a.block_size)
+        .arg(a.inv_sqrt_d)
+        .arg(a.k_scale)
+        .arg(a.v_scale)
+        .arg(a.q_stride)
+        .arg(a.cache_stride)
+        .arg(a.sliding_window)
+        .arg(plan->num_splits)
+        .launch(stream));
+  return combine(dev, k, part_acc, part_ml, a.out, a.num_q_heads, a.num_seqs, a.head_dim,
+                 plan->num_splits, stream);
 }
 
 }  // namespace sparkrt::ops

@@ -52,8 +52,7 @@ absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint
 // inv_sqrt_d, in their order.
 template <typename Args>
 KernelLaunch& decode_head(KernelLaunch& launch, const Args& a) {
-  return launch.grid({a.num_q_heads, a.num_seqs})
-      .block({kMlaBlockThreads})
+  return launch.block({kMlaBlockThreads})
       .arg(a.q)
       .arg(a.k_cache)
       .arg(a.v_cache)
@@ -80,6 +79,8 @@ absl::StatusOr<MlaKernels> MlaKernels::resolve(Device& dev) {
       {kMlaModule, "mla_cache_assemble", &k.mla_cache_assemble},
       {kMlaModule, "mla_paged_decode_nvfp4", &k.mla_paged_decode_nvfp4},
       {kMlaModule, "mla_paged_decode_fp8", &k.mla_paged_decode_fp8},
+      {kMlaModule, "mla_paged_decode_fp8_split", &k.mla_paged_decode_fp8_split},
+      {kMlaModule, "mla_decode_combine", &k.mla_decode_combine},
   };
   SPARKRT_OPS_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
   return k;
@@ -201,12 +202,27 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                             a.block_stride_bytes));
   }
   KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
-  return decode_head(launch, a).arg(a.block_stride_bytes).arg(a.data_section_bytes).launch(stream);
+  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}), a).arg(a.block_stride_bytes).arg(a.data_section_bytes).launch(stream);
 }
 
-absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPagedDecodeFp8Args& a,
-                                  Stream stream) {
-  if (a.num_seqs == 0) return absl::OkStatus();
+namespace {
+
+// Shared memory of the tiled decode (kernels/ptx/mla.cu, namespace tiled):
+// the fixed part (score partials, probabilities, row state), then per stage
+// 64 staged K rows (and V rows when V is a separate pool), each padded by 16
+// bytes, and 128 bytes of token flags.
+constexpr uint32_t kMlaTiledFixedBytes = 21248;
+uint32_t tiled_shared_bytes(bool separate_v, uint32_t stages) {
+  const uint32_t row = (kMlaTiledDim + 16) + (separate_v ? kMlaLatentDim + 16 : 0);
+  return kMlaTiledFixedBytes + stages * (kMlaDecodeTile * row + 128);
+}
+
+uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t dv,
+                            uint32_t splits) {
+  return round_up(uint64_t{num_seqs} * num_q_heads * splits * dv * sizeof(float), 256);
+}
+
+absl::Status check_fp8_decode(const MlaPagedDecodeFp8Args& a) {
   constexpr std::string_view op = "mla_paged_decode_fp8";
   SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
                                            a.q_head_dim, a.kv_cache_dim, a.block_size));
@@ -225,15 +241,159 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
                                        "there is no compressed pool",
                                        a.comp_block_count));
   }
-  KernelLaunch launch(dev, k.mla_paged_decode_fp8);
-  return decode_head(launch, a)
-      .arg(a.k_scale)
-      .arg(a.v_scale)
-      .arg(a.cache_stride)
-      .arg(a.sliding_window)
+  return absl::OkStatus();
+}
+
+// Whether the tiled kernel takes these arguments (see mla.h), and with how
+// many stages; 0: it does not.
+uint32_t tiled_stages(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
+  const bool aligned = a.k_cache.addr % 16 == 0 && a.v_cache.addr % 16 == 0 &&
+                       a.o.addr % 16 == 0 && a.comp_pool.addr % 16 == 0 &&
+                       a.cache_stride % 16 == 0;
+  if (!aligned || a.kv_cache_dim != kMlaTiledDim || a.q_head_dim % 16 != 0) return 0;
+  const bool separate_v = a.v_cache != a.k_cache;
+  for (uint32_t stages = separate_v ? 2 : 3; stages >= 2; --stages)
+    if (tiled_shared_bytes(separate_v, stages) <=
+        props.max_shared_memory_per_block_optin)
+      return stages;
+  return 0;
+}
+
+}  // namespace
+
+uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
+                                    uint32_t kv_cache_dim, uint32_t max_splits) {
+  const uint32_t dv = kv_cache_dim > kMlaRopeDim ? kv_cache_dim - kMlaRopeDim : 0;
+  return partials_acc_bytes(num_seqs, num_q_heads, dv, max_splits) +
+         uint64_t{num_seqs} * num_q_heads * max_splits * 2 * sizeof(float);
+}
+
+absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
+                                                         const MlaPagedDecodeFp8Args& a) {
+  constexpr std::string_view op = "mla_paged_decode_fp8";
+  SPARKRT_OPS_RETURN_IF_ERROR(check_fp8_decode(a));
+  const DeviceProperties& props = dev.properties();
+  MlaDecodePlan plan;
+  const uint32_t stages = tiled_stages(props, a);
+  if (stages == 0) {
+    if (a.num_splits > 1) {
+      return invalid(op, absl::StrFormat(
+                             "num_splits %d needs the tiled kernel: kv_cache_dim %d (got %d), "
+                             "q_head_dim a multiple of 16 (got %d), cache_stride a multiple of 16 "
+                             "and 16-byte aligned k_cache, v_cache, o and comp_pool",
+                             a.num_splits, kMlaTiledDim, a.kv_cache_dim, a.q_head_dim));
+    }
+    plan.grid = {a.num_q_heads, a.num_seqs};
+    return plan;
+  }
+  plan.tiled = true;
+  plan.shared_mem = tiled_shared_bytes(a.v_cache != a.k_cache, stages);
+  const uint32_t group = a.num_q_heads / a.num_kv_heads;
+  plan.grid = {a.num_kv_heads * div_ceil(group, kMlaDecodeHeadsPerCta), a.num_seqs};
+
+  // How many splits the workspace has room for.
+  const bool aligned_ws = a.workspace.addr % 16 == 0;
+  uint32_t room = 0;
+  if (!a.workspace.is_null() && aligned_ws) {
+    for (uint32_t n = kMlaMaxDecodeSplits; n >= 2 && room == 0; --n)
+      if (mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.kv_cache_dim, n) <=
+          a.workspace_bytes)
+        room = n;
+  }
+  if (a.num_splits > 1) {
+    if (a.num_splits > kMlaMaxDecodeSplits) {
+      return invalid(op, absl::StrFormat("num_splits %d is above the most the op supports (%d)",
+                                         a.num_splits, kMlaMaxDecodeSplits));
+    }
+    if (a.num_splits > room) {
+      return invalid(
+          op, absl::StrFormat("num_splits %d needs a 16-byte aligned workspace of %d bytes; got "
+                              "%d bytes at %#x (size it with mla_decode_workspace_bytes)",
+                              a.num_splits,
+                              mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads,
+                                                         a.kv_cache_dim, a.num_splits),
+                              a.workspace_bytes, a.workspace.addr));
+    }
+    plan.num_splits = a.num_splits;
+    plan.grid.z = a.num_splits;
+    return plan;
+  }
+  if (a.num_splits == 1 || room == 0) return plan;
+  // Split only what fills less than one wave (one tiled CTA per
+  // multiprocessor: its shared memory), into as many splits as keep it
+  // within one wave, each at least kMlaMinTilesPerSplit tiles of the longest
+  // sequence the block table can hold.
+  const uint64_t ctas = uint64_t{plan.grid.x} * a.num_seqs;
+  const uint64_t slots = props.multiprocessor_count;
+  if (ctas * 2 > slots) return plan;
+  uint64_t tokens = uint64_t{a.max_blocks_per_seq} * a.block_size;
+  if (a.sliding_window > 0) tokens = std::min<uint64_t>(tokens, a.sliding_window);
+  if (!a.comp_pool.is_null()) tokens += a.comp_block_count;
+  const uint64_t by_length = tokens / (uint64_t{kMlaDecodeTile} * kMlaMinTilesPerSplit);
+  const uint64_t n = std::min<uint64_t>({slots / ctas, by_length, room});
+  if (n >= 2) {
+    plan.num_splits = static_cast<uint32_t>(n);
+    plan.grid.z = plan.num_splits;
+  }
+  return plan;
+}
+
+absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPagedDecodeFp8Args& a,
+                                  Stream stream) {
+  if (a.num_seqs == 0) return absl::OkStatus();
+  auto plan = plan_mla_paged_decode_fp8(dev, a);
+  if (!plan.ok()) return plan.status();
+  if (plan->num_splits == 1) {
+    KernelLaunch launch(dev, k.mla_paged_decode_fp8);
+    return decode_head(launch.grid(plan->grid).shared_mem(plan->shared_mem), a)
+        .arg(a.k_scale)
+        .arg(a.v_scale)
+        .arg(a.cache_stride)
+        .arg(a.sliding_window)
+        .arg(a.sinks)
+        .arg(a.comp_pool)
+        .arg(a.comp_block_count)
+        .launch(stream);
+  }
+  const uint32_t dv = a.kv_cache_dim - kMlaRopeDim;
+  const DevicePtr part_acc = a.workspace;
+  const DevicePtr part_ml =
+      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
+  SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.mla_paged_decode_fp8_split)
+                                  .grid(plan->grid)
+                                  .block({kMlaBlockThreads})
+                                  .shared_mem(plan->shared_mem)
+                                  .arg(a.q)
+                                  .arg(a.k_cache)
+                                  .arg(a.v_cache)
+                                  .arg(part_acc)
+                                  .arg(part_ml)
+                                  .arg(a.block_tables)
+                                  .arg(a.seq_lens)
+                                  .arg(a.max_blocks_per_seq)
+                                  .arg(a.num_q_heads)
+                                  .arg(a.num_kv_heads)
+                                  .arg(a.q_head_dim)
+                                  .arg(a.kv_cache_dim)
+                                  .arg(a.block_size)
+                                  .arg(a.inv_sqrt_d)
+                                  .arg(a.k_scale)
+                                  .arg(a.v_scale)
+                                  .arg(a.cache_stride)
+                                  .arg(a.sliding_window)
+                                  .arg(a.comp_pool)
+                                  .arg(a.comp_block_count)
+                                  .launch(stream));
+  return KernelLaunch(dev, k.mla_decode_combine)
+      .grid({a.num_q_heads, a.num_seqs})
+      .block({kMlaBlockThreads})
+      .arg(part_acc)
+      .arg(part_ml)
+      .arg(a.o)
       .arg(a.sinks)
-      .arg(a.comp_pool)
-      .arg(a.comp_block_count)
+      .arg(a.num_q_heads)
+      .arg(dv)
+      .arg(plan->num_splits)
       .launch(stream);
 }
 

@@ -361,9 +361,18 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen, bool seed_geometry = 
   Twin ws(p, ops::paged_decode_workspace_bytes(seqs, c.q_heads, c.dim, max_splits));
   out.poison();
   ws.poison();
+  // The split-KV counters start at zero (the partials after them stay
+  // poisoned); the op must leave them zero.
+  const uint64_t counter_bytes = ops::paged_decode_counter_bytes(ws.bytes());
+  REQUIRE_OK(p.gpu.dev->memset(ws.gpu(), 0, counter_bytes));
+  REQUIRE_OK(p.cpu.dev->memset(ws.cpu(), 0, counter_bytes));
   const float inv_sqrt_d = 1.0f / std::sqrt(float(c.dim));
-  for (int side = 0; side < 2; ++side) {
+  // The GPU runs the op twice on the same workspace, its output poisoned
+  // again in between: the second run finds the counters the first left.
+  for (int run = 0; run < 3; ++run) {
+    const int side = run < 2 ? 0 : 1;
     Side& s = side == 0 ? p.gpu : p.cpu;
+    if (run == 1) REQUIRE_OK(p.gpu.dev->memset(out.gpu(), 0xff, out.bytes()));
     if (seed_geometry) {
       const Kernel kern = c.fp8 ? s.k.paged_decode_attn_fp8 : s.k.paged_decode_attn_bf16;
       KernelLaunch l(*s.dev, kern);
@@ -398,6 +407,13 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen, bool seed_geometry = 
     }
   }
   const auto g = out.read<uint16_t>(0), r = out.read<uint16_t>(1);
+  {
+    const auto ctr = ws.read<uint32_t>(0);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < counter_bytes / 4; ++i) nonzero += ctr[i] != 0;
+    INFO("split-KV counters left non-zero by the GPU: " << nonzero);
+    CHECK(nonzero == 0);
+  }
   size_t bad = 0, first = 0;
   double worst = 0;
   for (size_t i = 0; i < g.size(); ++i) {

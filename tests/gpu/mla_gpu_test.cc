@@ -240,6 +240,10 @@ struct DecodeCase {
   uint32_t window = 0;     // fp8 only
   bool sinks = false;      // fp8 only
   uint32_t comp = 0;       // compressed rows per sequence, fp8 only
+  // fp8 only: with a workspace, 0 lets the op split (the cuda side does for
+  // few sequences, the cpu side never); n > 1 forces n splits on both sides.
+  bool workspace = false;
+  uint32_t splits = 0;
 };
 
 std::string describe(const DecodeCase& c) {
@@ -249,8 +253,8 @@ std::string describe(const DecodeCase& c) {
          " kv_heads " + std::to_string(c.kv_heads) + " q_head_dim " + std::to_string(c.q_dim) +
          " kv_cache_dim " + std::to_string(c.kv_dim) + " block_size " +
          std::to_string(c.block_size) + " window " + std::to_string(c.window) + " sinks " +
-         (c.sinks ? "on" : "null") + " comp_block_count " + std::to_string(c.comp) + " lens " +
-         lens;
+         (c.sinks ? "on" : "null") + " comp_block_count " + std::to_string(c.comp) +
+         (c.workspace ? " workspace, splits " + std::to_string(c.splits) : "") + " lens " + lens;
 }
 
 void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
@@ -313,6 +317,10 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
     for (auto x : kp) max_v = std::max(max_v, std::fabs(fp8d(x)) * v_scale);
   Twin out(pair(), size_t{seqs} * c.q_heads * dv * 2);
   out.poison();
+  const uint64_t ws_bytes =
+      c.workspace ? ops::mla_decode_workspace_bytes(seqs, c.q_heads, c.kv_dim) : 16;
+  Twin ws(pair(), ws_bytes);
+  ws.poison();
   // The DeepSeek scale, 1/sqrt(nope + rope), not 1/sqrt(576).
   const float inv_sqrt_d = 1.0f / std::sqrt(192.0f);
   for (int side = 0; side < 2; ++side) {
@@ -336,7 +344,9 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
            .block_size = c.block_size, .inv_sqrt_d = inv_sqrt_d, .k_scale = k_scale,
            .v_scale = v_scale, .cache_stride = stride, .num_seqs = seqs,
            .sliding_window = c.window, .sinks = c.sinks ? sinks.on(side) : DevicePtr{},
-           .comp_pool = c.comp > 0 ? comp.on(side) : DevicePtr{}, .comp_block_count = c.comp}));
+           .comp_pool = c.comp > 0 ? comp.on(side) : DevicePtr{}, .comp_block_count = c.comp,
+           .workspace = c.workspace ? ws.on(side) : DevicePtr{}, .workspace_bytes = ws_bytes,
+           .num_splits = c.splits}));
     }
   }
   const auto g = out.read<uint16_t>(0), r = out.read<uint16_t>(1);
@@ -382,6 +392,32 @@ TEST_CASE("mla_paged_decode_fp8 matches the reference: heads, blocks, windows, s
   // Grouped KV heads and a small head dim.
   run_decode({.nvfp4 = false, .q_heads = 8, .kv_heads = 2, .q_dim = 80, .kv_dim = 128,
               .block_size = 16, .lens = {333, 5, 0}, .window = 100, .sinks = true, .comp = 3},
+             gen);
+}
+
+TEST_CASE("mla_paged_decode_fp8 split-KV matches the reference: forced and automatic splits") {
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  // Few sequences: the op splits on the GPU. Long, ragged and empty ones;
+  // more splits than some sequences have tiles.
+  for (uint32_t splits : {0u, 2u, 5u, 13u})
+    for (uint32_t q_heads : {16u, 128u}) {
+      const bool sinks = splits % 2 == 1 || splits == 0;
+      run_decode({.nvfp4 = false, .q_heads = q_heads, .kv_heads = 1, .q_dim = 576,
+                  .kv_dim = 576, .block_size = 64,
+                  .lens = {q_heads == 16 ? int32_t(2500 + gen() % 1500) : int32_t(700 + gen() % 300),
+                           0, int32_t(1 + gen() % 130)},
+                  .window = splits == 2 ? 500u : 0u, .sinks = sinks, .comp = splits == 5 ? 4u : 0u,
+                  .workspace = true, .splits = splits},
+                 gen);
+    }
+  // The op's own split count for one long sequence and for grouped KV heads.
+  run_decode({.nvfp4 = false, .q_heads = 64, .kv_heads = 1, .q_dim = 576, .kv_dim = 576,
+              .block_size = 16, .lens = {4000}, .sinks = true, .workspace = true},
+             gen);
+  run_decode({.nvfp4 = false, .q_heads = 40, .kv_heads = 2, .q_dim = 512, .kv_dim = 576,
+              .block_size = 32, .lens = {1500, 77}, .window = 1000, .workspace = true},
              gen);
 }
 

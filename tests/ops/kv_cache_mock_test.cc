@@ -41,6 +41,8 @@ TEST_CASE("ops mock: KvCacheKernels::resolve looks each entry up once, in order"
       {"paged_attention", "paged_decode_attn_bf16_split"},
       {"paged_attention", "paged_decode_attn_fp8_split"},
       {"paged_attention", "paged_decode_attn_combine"},
+      {"paged_attention", "paged_decode_attn_bf16_split_merge"},
+      {"paged_attention", "paged_decode_attn_fp8_split_merge"},
   };
   CHECK(mock.lookups() == expected);
   CHECK(mock.launch_count() == 0);

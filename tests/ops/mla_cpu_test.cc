@@ -176,6 +176,7 @@ struct DecodeProblem {
   bool sinks_on = false;
   uint32_t n_comp = 0;  // compressed rows per sequence; 0: no pool
   uint32_t stride_pad = 0;
+  uint32_t splits = 0;  // fp8: 0 the op's choice, else forced (with a workspace)
 
   uint32_t max_blocks = 0;
   uint64_t stride = 0, data_section = 0;  // bytes per block; NVFP4 data section
@@ -361,6 +362,10 @@ void run_decode(Cpu& c, const DecodeProblem& p) {
   const uint64_t out_elems = uint64_t{p.seqs()} * p.hq * p.dv();
   Buffer dout(*c.dev, out_elems * 2);
   dout.poison();
+  const uint64_t ws_bytes =
+      p.splits > 1 ? ops::mla_decode_workspace_bytes(p.seqs(), p.hq, p.dim, p.splits) : 1;
+  Buffer dws(*c.dev, ws_bytes);
+  dws.poison();
   if (p.enc == Encoding::kFp8) {
     auto a = decode_args<ops::MlaPagedDecodeFp8Args>(p, dq, dk, v_cache, dout, dtables, dlens);
     a.k_scale = p.k_scale;
@@ -370,6 +375,11 @@ void run_decode(Cpu& c, const DecodeProblem& p) {
     a.sinks = p.sinks.empty() ? sparkrt::DevicePtr{} : dsinks.ptr();
     a.comp_pool = p.comp.empty() ? sparkrt::DevicePtr{} : dcomp.ptr();
     a.comp_block_count = p.n_comp;
+    if (p.splits > 1) {
+      a.workspace = dws.ptr();
+      a.workspace_bytes = ws_bytes;
+      a.num_splits = p.splits;
+    }
     REQUIRE_OK(ops::mla_paged_decode_fp8(*c.dev, c.kernels, a));
   } else {
     auto a = decode_args<ops::MlaPagedDecodeNvfp4Args>(p, dq, dk, v_cache, dout, dtables, dlens);
@@ -420,6 +430,28 @@ TEST_CASE("mla cpu: mla_paged_decode_fp8 over the latent part only, GQA, one sha
                   .sinks_on = true,
                   .n_comp = 2};
   run_decode(c, make_decode(c.gen, p));
+}
+
+TEST_CASE("mla cpu: mla_paged_decode_fp8 split-KV partials merged by mla_decode_combine") {
+  Cpu c;
+  INFO("seed ", c.seed);
+  // Up to 5 tiles of 64 tokens: 2 and 3 splits share them, 7 leaves some
+  // splits empty; the empty sequence has only empty splits.
+  for (uint32_t splits : {2u, 3u, 7u})
+    for (bool sinks : {false, true}) {
+      CAPTURE(splits);
+      CAPTURE(sinks);
+      DecodeProblem p{.hq = 20,
+                      .hkv = 1,
+                      .block_size = 64,
+                      .window = sinks ? 0u : 150u,
+                      .lens = {1, 0, 130, 300},
+                      .shared_pool = sinks,
+                      .sinks_on = sinks,
+                      .n_comp = sinks ? 3u : 0u,
+                      .splits = splits};
+      run_decode(c, make_decode(c.gen, p));
+    }
 }
 
 TEST_CASE("mla cpu: mla_paged_decode_nvfp4, packed and padded blocks") {

@@ -80,6 +80,7 @@ TEST_CASE("mla mock: MlaKernels::resolve looks each entry up once, in order") {
       {"mla", "mla_batched_gemv"},       {"mla", "mla_q_rope_scatter"},
       {"mla", "mla_q_rope_writeback"},   {"mla", "mla_cache_assemble"},
       {"mla", "mla_paged_decode_nvfp4"}, {"mla", "mla_paged_decode_fp8"},
+      {"mla", "mla_paged_decode_fp8_split"}, {"mla", "mla_decode_combine"},
   };
   CHECK(m.mock.lookups() == expected);
   CHECK(k.mla_paged_decode_fp8.entry() == "mla_paged_decode_fp8");
@@ -222,8 +223,14 @@ TEST_CASE("mla mock: mla_cache_assemble") {
   }
 }
 
-TEST_CASE("mla mock: mla_paged_decode_fp8") {
-  MlaMock f;
+// The scalars after inv_sqrt_d of the one-pass fp8 entry.
+std::vector<MockArg> fp8_tail(const ops::MlaPagedDecodeFp8Args& a) {
+  return {MockArg::of(a.k_scale),        MockArg::of(a.v_scale), MockArg::of(a.cache_stride),
+          MockArg::of(a.sliding_window), MockArg::of(a.sinks),   MockArg::of(a.comp_pool),
+          MockArg::of(a.comp_block_count)};
+}
+
+ops::MlaPagedDecodeFp8Args random_fp8_args(MlaMock& f) {
   const uint32_t block_size = 64;
   auto a = random_decode_args<ops::MlaPagedDecodeFp8Args>(f, block_size, 576);
   a.k_scale = f.f32(0.01f, 1.0f);
@@ -233,19 +240,120 @@ TEST_CASE("mla mock: mla_paged_decode_fp8") {
   a.sinks = f.fake_ptr();
   a.comp_pool = f.fake_ptr();
   a.comp_block_count = f.u32(1, 64);
-  SUBCASE("sinks and compressed pool given") {}
-  SUBCASE("no sinks, no compressed pool") {
+  return a;
+}
+
+// Shared memory of the tiled launch for the MLA row (576 values): 21248
+// fixed bytes, then per stage 64 rows of 592 bytes (+ 528 for a separate V
+// row) and 128 bytes of token flags; 3 stages, 2 with a separate V pool.
+constexpr uint32_t kTiledSharedV = 21248 + 3 * (64 * 592 + 128);
+constexpr uint32_t kTiledSeparateV = 21248 + 2 * (64 * (592 + 528) + 128);
+
+TEST_CASE("mla mock: mla_paged_decode_fp8, tiled: 16 query heads of one KV head per CTA") {
+  MlaMock f;
+  auto a = random_fp8_args(f);
+  a.num_seqs = f.u32(9, 16);  // enough CTAs that the op does not split
+  uint32_t shared_mem = kTiledSeparateV;
+  SUBCASE("sinks and compressed pool given, separate V pool") {}
+  SUBCASE("no sinks, no compressed pool, V is K") {
     a.sinks = DevicePtr{};
     a.comp_pool = DevicePtr{};
     a.comp_block_count = 0;
+    a.v_cache = a.k_cache;
+    shared_mem = kTiledSharedV;
   }
+  SUBCASE("grouped KV heads: ceil(group / 16) CTAs per KV head") {
+    a.num_kv_heads = 4;
+    a.num_q_heads = 4 * f.u32(1, 40);
+    a.cache_stride *= 4;
+  }
+  SUBCASE("a workspace but a single pass asked for") {
+    a.num_seqs = 1;
+    a.workspace = f.fake_ptr();
+    a.workspace_bytes = ops::mla_decode_workspace_bytes(1, a.num_q_heads);
+    a.num_splits = 1;
+  }
+  const uint32_t group = a.num_q_heads / a.num_kv_heads;
+  REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8",
+               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{256}, f.stream,
+               decode_launch_args(a, fp8_tail(a)), shared_mem);
+}
+
+TEST_CASE("mla mock: mla_paged_decode_fp8, one CTA per head for shapes the tiles do not take") {
+  MlaMock f;
+  auto a = random_fp8_args(f);
+  SUBCASE("kv_cache_dim above 576") {
+    a.kv_cache_dim = a.q_head_dim = 1024;
+    a.cache_stride = 64 * 1024;
+  }
+  SUBCASE("kv_cache_dim not a multiple of 16") {
+    a.kv_cache_dim = a.q_head_dim = 200;
+    a.cache_stride = 64 * 200;
+  }
+  SUBCASE("kv_cache_dim below 576") {
+    a.kv_cache_dim = a.q_head_dim = 512;
+    a.cache_stride = 64 * 512;
+  }
+  SUBCASE("q_head_dim not a multiple of 16") { a.q_head_dim = 568; }
+  SUBCASE("cache_stride not a multiple of 16") { a.cache_stride = 64 * 576 + 8; }
+  SUBCASE("an unaligned cache") { a.k_cache = a.k_cache + 8; }
+  SUBCASE("an unaligned output") { a.o = a.o + 2; }
+  a.workspace = f.fake_ptr();  // never used by this geometry
+  a.workspace_bytes = ops::mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.kv_cache_dim);
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs},
-               Dim3{256}, f.stream,
-               decode_launch_args(
-                   a, {MockArg::of(a.k_scale), MockArg::of(a.v_scale), MockArg::of(a.cache_stride),
-                       MockArg::of(a.sliding_window), MockArg::of(a.sinks),
-                       MockArg::of(a.comp_pool), MockArg::of(a.comp_block_count)}));
+               Dim3{256}, f.stream, decode_launch_args(a, fp8_tail(a)));
+  const auto plan = ops::plan_mla_paged_decode_fp8(*f.dev, a);
+  REQUIRE_OK(plan.status());
+  CHECK_FALSE(plan->tiled);
+}
+
+TEST_CASE("mla mock: mla_paged_decode_fp8, split-KV then combine") {
+  MlaMock f;
+  auto a = random_fp8_args(f);
+  a.v_cache = a.k_cache;
+  a.num_q_heads = 16;
+  a.num_seqs = 1;
+  a.max_blocks_per_seq = 64;  // 4096 tokens: 64 tiles
+  a.sliding_window = 0;
+  a.comp_pool = DevicePtr{};
+  a.comp_block_count = 0;
+  a.workspace = f.fake_ptr();
+  a.workspace_bytes = ops::mla_decode_workspace_bytes(1, 16);
+  uint32_t splits = 32;  // 132 multiprocessors, one CTA: 2 tiles a split
+  SUBCASE("the op's choice") {}
+  SUBCASE("a window bounds the split count") {
+    a.sliding_window = 1000;  // 15 tiles: 7 splits
+    splits = 7;
+  }
+  SUBCASE("a workspace for 5 splits") {
+    a.workspace_bytes = ops::mla_decode_workspace_bytes(1, 16, 576, 5);
+    splits = 5;
+  }
+  SUBCASE("forced") {
+    a.num_splits = splits = f.u32(2, 64);
+  }
+  REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
+  const auto launches = f.mock.launches();
+  REQUIRE(launches.size() == 2);
+  const uint32_t dv = 512;
+  const DevicePtr part_acc = a.workspace;
+  const DevicePtr part_ml = a.workspace + (uint64_t{16} * splits * dv * 4 + 255) / 256 * 256;
+  check_launch(launches[0], "mla", "mla_paged_decode_fp8_split", Dim3{1, 1, splits}, Dim3{256},
+               f.stream,
+               {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
+                MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.block_tables),
+                MockArg::of(a.seq_lens), MockArg::of(a.max_blocks_per_seq),
+                MockArg::of(a.num_q_heads), MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
+                MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size), MockArg::of(a.inv_sqrt_d),
+                MockArg::of(a.k_scale), MockArg::of(a.v_scale), MockArg::of(a.cache_stride),
+                MockArg::of(a.sliding_window), MockArg::of(a.comp_pool),
+                MockArg::of(a.comp_block_count)},
+               kTiledSharedV);
+  check_launch(launches[1], "mla", "mla_decode_combine", Dim3{16, 1}, Dim3{256}, f.stream,
+               {MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.o), MockArg::of(a.sinks),
+                MockArg::of(a.num_q_heads), MockArg::of(dv), MockArg::of(splits)});
 }
 
 TEST_CASE("mla mock: mla_paged_decode_fp8 refuses what the kernel cannot run") {
@@ -284,6 +392,29 @@ TEST_CASE("mla mock: mla_paged_decode_fp8 refuses what the kernel cannot run") {
   bad([](auto& b) { b.k_scale = 0.0f; }, "k_scale");
   bad([](auto& b) { b.v_scale = -1.0f; }, "v_scale");
   bad([](auto& b) { b.comp_block_count = 3; }, "needs a comp_pool");
+  bad([](auto& b) { b.num_splits = 2; }, "num_splits 2 needs a 16-byte aligned workspace");
+  bad(
+      [&](auto& b) {
+        b.workspace = f.fake_ptr();
+        b.workspace_bytes = ops::mla_decode_workspace_bytes(2, 16, 576, 3);
+        b.num_splits = 4;
+      },
+      "mla_decode_workspace_bytes");
+  bad(
+      [&](auto& b) {
+        b.workspace = f.fake_ptr();
+        b.workspace_bytes = ops::mla_decode_workspace_bytes(2, 16, 576, 80);
+        b.num_splits = 65;
+      },
+      "num_splits 65 is above");
+  bad(
+      [&](auto& b) {
+        b.workspace = f.fake_ptr();
+        b.workspace_bytes = ops::mla_decode_workspace_bytes(2, 16);
+        b.cache_stride = 16 * 576 + 4;
+        b.num_splits = 2;
+      },
+      "needs the tiled kernel");
 
   SUBCASE("no sequences launches nothing") {
     ops::MlaPagedDecodeFp8Args e = a;

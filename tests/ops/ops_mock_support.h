@@ -64,13 +64,14 @@ struct MockDevice {
 inline void check_launch(const sparkrt::testing::MockLaunch& got, const char* module,
                          const char* entry, sparkrt::Dim3 grid, sparkrt::Dim3 block,
                          sparkrt::Stream stream,
-                         const std::vector<sparkrt::testing::MockArg>& args) {
+                         const std::vector<sparkrt::testing::MockArg>& args,
+                         uint32_t shared_mem = 0) {
   INFO("recorded: ", got);
   CHECK(got.module == module);
   CHECK(got.entry == entry);
   CHECK(got.grid == grid);
   CHECK(got.block == block);
-  CHECK(got.shared_mem == 0);
+  CHECK(got.shared_mem == shared_mem);
   CHECK(got.stream == stream);
   REQUIRE(got.args.size() == args.size());
   for (size_t i = 0; i < args.size(); ++i) {

@@ -151,6 +151,8 @@ void run_and_check(sparkrt::Device& dev, const ops::KvCacheKernels& k, const Pro
   const uint64_t ws_bytes = ops::paged_decode_workspace_bytes(p.num_seqs(), p.num_q_heads, p.dim);
   Buffer ws(dev, ws_bytes);
   ws.poison();
+  // The split-KV counters must be zero (the partials after them stay poisoned).
+  REQUIRE_OK(dev.memset(ws, 0, ops::paged_decode_counter_bytes(ws_bytes)));
   if (bf16) {
     const ops::PagedDecodeAttnArgs a{.q = dq,
                                      .k_cache = dk,

@@ -1,7 +1,7 @@
 // Contract tests of the decode-attention ops on the recording mock (132
 // multiprocessors, like an H200): the one-pass launch, the heads-per-CTA
-// choice, and when and how the op splits the KV range (split launch, then
-// combine, with the workspace laid out as documented).
+// choice, and when and how the op splits the KV range (one split-merge
+// launch, with the workspace laid out as documented).
 #include <random>
 #include <vector>
 
@@ -120,22 +120,25 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot
   a.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128);
   REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
   const auto launches = f.mock.launches();
-  REQUIRE(launches.size() == 2);
+  REQUIRE(launches.size() == 1);
   const uint32_t n = 32;
-  check_common(launches[0], "paged_decode_attn_bf16_split", Dim3{8, 1, n}, f.stream);
-  // Partial outputs first, then (max, sum) pairs at the next 256-byte boundary.
-  const DevicePtr part_acc = a.workspace;
-  const DevicePtr part_ml = a.workspace + ((uint64_t{1} * 32 * n * 128 * 4 + 255) / 256 * 256);
+  check_common(launches[0], "paged_decode_attn_bf16_split_merge", Dim3{8, 1, n}, f.stream);
+  // The counters first (a sixteenth of the workspace, rounded down to 256
+  // bytes), then the partial outputs, then the (max, sum) pairs at the next
+  // 256-byte boundary.
+  const uint64_t counter_bytes = a.workspace_bytes / 16 / 256 * 256;
+  CHECK(ops::paged_decode_counter_bytes(a.workspace_bytes) == counter_bytes);
+  CHECK(counter_bytes >= 1 * 32 * 4);
+  const DevicePtr part_acc = a.workspace + counter_bytes;
+  const DevicePtr part_ml = part_acc + ((uint64_t{1} * 32 * n * 128 * 4 + 255) / 256 * 256);
   check_args(launches[0],
              {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
-              MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.block_tables),
+              MockArg::of(a.out), MockArg::of(part_acc), MockArg::of(part_ml),
+              MockArg::of(a.workspace), MockArg::of(a.block_tables),
               MockArg::of(a.seq_lens), MockArg::of(a.max_blocks_per_seq),
               MockArg::of(a.num_q_heads), MockArg::of(a.num_kv_heads), MockArg::of(a.head_dim),
               MockArg::of(a.block_size), MockArg::of(a.inv_sqrt_d), MockArg::of(a.q_stride),
               MockArg::of(a.sliding_window), MockArg::of(n)});
-  check_common(launches[1], "paged_decode_attn_combine", Dim3{32, 1}, f.stream);
-  check_args(launches[1], {MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.out),
-                           MockArg::of(a.num_q_heads), MockArg::of(a.head_dim), MockArg::of(n)});
   auto plan = ops::plan_paged_decode(*f.dev, a);
   REQUIRE(plan.ok());
   CHECK(plan->num_splits == n);
@@ -216,9 +219,12 @@ TEST_CASE("ops mock: the split count fills the resident CTA slots in one wave") 
     REQUIRE_OK(f.mock.reset());
     REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
     const auto launches = f.mock.launches();
-    REQUIRE(launches.size() == (c.splits > 1 ? 2u : 1u));
+    // From 8 splits on one split-merge launch, below it split then combine.
+    REQUIRE(launches.size() == (c.splits > 1 && c.splits < 8 ? 2u : 1u));
     check_common(launches[0],
-                 c.splits > 1 ? "paged_decode_attn_bf16_split" : "paged_decode_attn_bf16",
+                 c.splits >= 8  ? "paged_decode_attn_bf16_split_merge"
+                 : c.splits > 1 ? "paged_decode_attn_bf16_split"
+                                : "paged_decode_attn_bf16",
                  Dim3{8, c.batch, c.splits}, f.stream);
   }
   // GQA 8 (64 query heads over 8 KV heads): 8 heads per CTA, still 8 CTAs
@@ -276,21 +282,47 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
   b.workspace_bytes = ops::paged_decode_workspace_bytes(4, 16, 64);
   REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, b, f.stream));
   launches = f.mock.launches();
+  // 7 splits (below 8): split, then combine.
   REQUIRE(launches.size() == 2);
   const uint32_t n = 7;
-  const DevicePtr part_ml = b.workspace + ((uint64_t{4} * 16 * n * 64 * 4 + 255) / 256 * 256);
+  const DevicePtr part_acc = b.workspace + b.workspace_bytes / 16 / 256 * 256;
+  const DevicePtr part_ml = part_acc + ((uint64_t{4} * 16 * n * 64 * 4 + 255) / 256 * 256);
   check_common(launches[0], "paged_decode_attn_fp8_split", Dim3{2, 4, n}, f.stream);
   check_args(launches[0],
              {MockArg::of(b.q), MockArg::of(b.k_cache), MockArg::of(b.v_cache),
-              MockArg::of(b.workspace), MockArg::of(part_ml), MockArg::of(b.block_tables),
+              MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(b.block_tables),
               MockArg::of(b.seq_lens), MockArg::of(b.max_blocks_per_seq),
               MockArg::of(b.num_q_heads), MockArg::of(b.num_kv_heads), MockArg::of(b.head_dim),
               MockArg::of(b.block_size), MockArg::of(b.inv_sqrt_d), MockArg::of(b.k_scale),
               MockArg::of(b.v_scale), MockArg::of(b.q_stride), MockArg::of(b.cache_stride),
               MockArg::of(b.sliding_window), MockArg::of(n)});
   check_common(launches[1], "paged_decode_attn_combine", Dim3{16, 4}, f.stream);
-  check_args(launches[1], {MockArg::of(b.workspace), MockArg::of(part_ml), MockArg::of(b.out),
+  check_args(launches[1], {MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(b.out),
                            MockArg::of(b.num_q_heads), MockArg::of(b.head_dim), MockArg::of(n)});
+}
+
+// The workspace size is the smallest that holds the counters and partials:
+// one byte less holds fewer splits; a workspace sized for many sequences
+// serves fewer, and its counter region covers every shape that can split in it.
+TEST_CASE("ops mock: decode workspace bytes are minimal and cover smaller calls") {
+  for (uint32_t seqs : {1u, 3u, 8u, 64u})
+    for (uint32_t heads : {8u, 32u})
+      for (uint32_t dim : {8u, 64u, 128u, 256u})
+        for (uint32_t splits : {2u, 5u, 64u}) {
+          CAPTURE(seqs);
+          CAPTURE(heads);
+          CAPTURE(dim);
+          CAPTURE(splits);
+          const uint64_t w = ops::paged_decode_workspace_bytes(seqs, heads, dim, splits);
+          const uint64_t c = ops::paged_decode_counter_bytes(w);
+          CHECK(c % 256 == 0);
+          CHECK(c >= uint64_t{seqs} * heads * 4);
+          const uint64_t partials = (uint64_t{seqs} * heads * splits * dim * 4 + 255) / 256 * 256 +
+                                    uint64_t{seqs} * heads * splits * 8;
+          CHECK(w - c >= partials);
+          const uint64_t c1 = ops::paged_decode_counter_bytes(w - 1);
+          CHECK((c1 < uint64_t{seqs} * heads * 4 || w - 1 - c1 < partials));
+        }
 }
 
 TEST_CASE("ops mock: decode with no sequences launches nothing, bad shapes are refused") {

@@ -1,7 +1,7 @@
 // KV-cache and paged-attention ops: the host side of the `kv_cache` and
 // `paged_attention` kernel modules (contracts in docs/kernels.md).
 //
-// Each op is one KernelLaunch (split-KV decode: two) with the kernel's
+// Each op is one KernelLaunch (split-KV below 8 splits: two) with the kernel's
 // argument order and the launch geometry below, on any backend (cuda
 // computes, cpu runs the reference, mock records). The arguments travel in a
 // struct of named fields, declared in the kernel's parameter order, so a call
@@ -55,6 +55,8 @@ struct KvCacheKernels {
   Kernel paged_decode_attn_bf16_split;
   Kernel paged_decode_attn_fp8_split;
   Kernel paged_decode_attn_combine;
+  Kernel paged_decode_attn_bf16_split_merge;
+  Kernel paged_decode_attn_fp8_split_merge;
 
   // The first lookup that fails is returned as is (it names the module, the
   // entry and where the runtime searched).
@@ -202,19 +204,25 @@ absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels
 //              head (the largest divisor of the GQA group up to 8), so each
 //              K/V row is read once for all of them.
 //   split-KV   when those CTAs fill at most half of the device and the
-//              context is long:
-//              paged_decode_attn_{bf16,fp8}_split over grid (num_q_heads / hpc,
-//              num_seqs, num_splits) writes f32 partials to `workspace`, then
-//              paged_decode_attn_combine, grid (num_q_heads, num_seqs), block
-//              256, merges them into `out`. Needs a workspace of
-//              paged_decode_workspace_bytes(...); without one the op never
-//              splits.
+//              context is long: with num_splits >= kMinMergeSplits one launch of
+//              paged_decode_attn_{bf16,fp8}_split_merge over grid
+//              (num_q_heads / hpc, num_seqs, num_splits), block 256: each CTA
+//              writes f32 partials to `workspace`, and the last CTA of each
+//              (sequence, head group) to finish merges them into `out`. Needs
+//              a workspace of paged_decode_workspace_bytes(...), ZEROED ONCE
+//              after allocation (see below); without one the op never splits.
+//              With fewer splits: paged_decode_attn_{bf16,fp8}_split, same
+//              grid, writes the partials, then paged_decode_attn_combine,
+//              grid (num_q_heads, num_seqs), block 256, merges them.
 
 // Most query heads one decode CTA serves.
 inline constexpr uint32_t kMaxDecodeHeadsPerCta = 8;
 // Largest split count the op uses, and the fewest tokens it gives a split.
 inline constexpr uint32_t kMaxDecodeSplits = 64;
 inline constexpr uint32_t kMinTokensPerSplit = 128;
+// From this many splits on, split-KV is one split-merge launch; below it,
+// split then combine (measured faster there on the H200).
+inline constexpr uint32_t kMinMergeSplits = 8;
 // head_dim must be a multiple of 8 (one 16-byte row segment per lane) and at
 // most this.
 inline constexpr uint32_t kMaxDecodeHeadDim = 256;
@@ -239,7 +247,9 @@ struct PagedDecodeAttnArgs {
   // Geometry inputs (not kernel arguments).
   // A host-side bound on seq_lens; 0: max_blocks_per_seq * block_size.
   uint32_t max_seq_len = 0;
-  // Scratch for split-KV partials (f32); null: never split.
+  // Scratch for split-KV partials and counters; null: never split. Zero it
+  // once after allocating it and pass its whole size in workspace_bytes
+  // every time (see paged_decode_workspace_bytes).
   DevicePtr workspace{};
   uint64_t workspace_bytes = 0;
   // 0: the op chooses; 1: never split; n > 1: exactly n splits (the
@@ -280,11 +290,23 @@ struct PagedDecodeAttnFp8Args {
 absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
                                    const PagedDecodeAttnFp8Args& a, Stream stream = {});
 
-// Workspace bytes for up to `max_splits` splits: f32 partial outputs
-// [num_seqs][num_q_heads][splits][head_dim], then, 256-byte aligned, the
-// partial (max, sum) pairs [num_seqs][num_q_heads][splits][2].
+// Workspace bytes for up to `max_splits` splits. Layout, for a workspace of
+// W = workspace_bytes: the counter region, the first
+// paged_decode_counter_bytes(W) bytes (W / 16 rounded down to 256), holds
+// the u32 arrival counters [num_seqs][num_q_heads / hpc]; then the f32
+// partial outputs [num_seqs][num_q_heads][splits][head_dim]; then, 256-byte
+// aligned, the partial (max, sum) pairs [num_seqs][num_q_heads][splits][2].
+//
+// The counters must be zero when a split launch starts, and every split
+// launch leaves them zero: zero the whole workspace once after allocating
+// it (e.g. Device::memset(ws, 0, W)); then it serves any later decode call,
+// of any shape, on one stream at a time, as long as workspace_bytes stays W.
+// The partials need no initialisation. (The cpu backend refuses a launch
+// that finds a counter not zero.)
 uint64_t paged_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
                                       uint32_t max_splits = kMaxDecodeSplits);
+// The counter region at the start of a workspace of `workspace_bytes`.
+uint64_t paged_decode_counter_bytes(uint64_t workspace_bytes);
 
 // The geometry the decode ops choose, for callers that report or size it.
 struct DecodePlan {

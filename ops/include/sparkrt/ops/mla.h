@@ -61,6 +61,8 @@ struct MlaKernels {
   Kernel mla_cache_assemble;
   Kernel mla_paged_decode_nvfp4;
   Kernel mla_paged_decode_fp8;
+  Kernel mla_paged_decode_fp8_split;
+  Kernel mla_decode_combine;
 
   // The first lookup that fails is returned as is.
   static absl::StatusOr<MlaKernels> resolve(Device& dev);
@@ -132,7 +134,36 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 // One query token per sequence; for query head h of sequence s over the
 // tokens t it attends: score_t = inv_sqrt_d * q[s][h][0, q_head_dim) . K_t[0, q_head_dim),
 // p = softmax(score), o[s][h] = sum_t p_t V_t[0, kv_cache_dim - 64), rounded
-// once to bf16. Grid (num_q_heads, num_seqs), block (256).
+// once to bf16.
+//
+// mla_paged_decode_nvfp4 launches grid (num_q_heads, num_seqs), block (256):
+// one CTA per query head. mla_paged_decode_fp8 picks its geometry (see
+// plan_mla_paged_decode_fp8 and docs/ops.md):
+//   tiled     for the MLA row (kv_cache_dim 576) with q_head_dim a multiple
+//             of 16, cache_stride a multiple of 16 and k_cache, v_cache, o
+//             and comp_pool 16-byte aligned: grid (num_kv_heads *
+//             ceil(group / 16), num_seqs), block (256), dynamic shared memory
+//             for 3 (2 when V is a separate pool) 64-token stages; each CTA
+//             serves up to 16 query heads of one KV head on the tensor cores,
+//             reading each cache row once for all of them;
+//   split-KV  the tiled form over grid.z = num_splits when those CTAs would
+//             fill less of the device than one wave and a workspace is given:
+//             mla_paged_decode_fp8_split writes f32 partials to the workspace,
+//             then mla_decode_combine, grid (num_q_heads, num_seqs), block
+//             (256), merges them (and the sinks) into o;
+//   per head  otherwise one CTA per query head, grid (num_q_heads, num_seqs),
+//             block (256), no shared memory (correct for every valid shape,
+//             far slower).
+
+// The kv_cache_dim the tiled decode takes (the MLA row).
+inline constexpr uint32_t kMlaTiledDim = kMlaCacheDim;
+// Tokens per tile of the tiled decode (a split takes whole tiles), and the
+// most query heads (of one KV head) a tiled CTA serves.
+inline constexpr uint32_t kMlaDecodeTile = 64;
+inline constexpr uint32_t kMlaDecodeHeadsPerCta = 16;
+// Largest split count the op uses, and the fewest tiles it gives a split.
+inline constexpr uint32_t kMlaMaxDecodeSplits = 64;
+inline constexpr uint32_t kMlaMinTilesPerSplit = 2;
 
 // NVFP4 cache: each cache block is block_stride_bytes long; its first
 // data_section_bytes hold the E2M1 values of its block_size token rows two to
@@ -197,9 +228,34 @@ struct MlaPagedDecodeFp8Args {
   DevicePtr sinks{};            // f32[num_q_heads] or null
   DevicePtr comp_pool{};        // fp8 compressed rows or null (then comp_block_count must be 0)
   uint32_t comp_block_count = 0;
+  // Scratch for split-KV partials (f32), 16-byte aligned; null: never split.
+  DevicePtr workspace{};
+  uint64_t workspace_bytes = 0;
+  // 0: the op chooses; 1: never split; n > 1: exactly n splits (the tiled
+  // geometry and a workspace that holds them are then required).
+  uint32_t num_splits = 0;
 };
 absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPagedDecodeFp8Args& a,
                                   Stream stream = {});
+
+// Workspace bytes for up to `max_splits` splits: f32 partial outputs
+// [num_seqs][num_q_heads][splits][kv_cache_dim - 64], then, 256-byte aligned,
+// the partial (max, sum) pairs [num_seqs][num_q_heads][splits][2].
+uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
+                                    uint32_t kv_cache_dim = kMlaCacheDim,
+                                    uint32_t max_splits = kMlaMaxDecodeSplits);
+
+// What mla_paged_decode_fp8 launches for these arguments on `dev`.
+struct MlaDecodePlan {
+  bool tiled = false;
+  Dim3 grid;                // of the decode kernel
+  uint32_t shared_mem = 0;  // dynamic bytes of the decode kernel
+  uint32_t num_splits = 1;  // > 1: the split entry, then mla_decode_combine
+};
+// InvalidArgument for shapes no kernel can run, or a forced split the tiled
+// geometry or the workspace cannot honour.
+absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
+                                                         const MlaPagedDecodeFp8Args& a);
 
 }  // namespace sparkrt::ops
 
