@@ -216,18 +216,6 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
                                  .q_stride = q_heads * dim, .cache_stride = cache_stride,
                                  .sliding_window = 0, .max_seq_len = context,
                                  .workspace = ws.ptr(), .workspace_bytes = ws_bytes};
-  // SPARKRT_BENCH_SPLIT_SCALE=x (tuning): where the op would split, use
-  // round(x * its split count) splits instead (at least 2, at most 64).
-  if (const char* env = std::getenv("SPARKRT_BENCH_SPLIT_SCALE"); env != nullptr && *env) {
-    const auto auto_plan = fp8 ? ok(ops::plan_paged_decode(dev, a8), "plan")
-                               : ok(ops::plan_paged_decode(dev, a), "plan");
-    if (auto_plan.num_splits > 1) {
-      const double x = std::atof(env) * auto_plan.num_splits;
-      const uint32_t n = uint32_t(std::clamp(std::lround(x), 2l, long{ops::kMaxDecodeSplits}));
-      a.num_splits = n;
-      a8.num_splits = n;
-    }
-  }
   const auto plan = fp8 ? ok(ops::plan_paged_decode(dev, a8), "plan")
                         : ok(ops::plan_paged_decode(dev, a), "plan");
   auto op = [&](int i, Stream st) -> absl::Status {
@@ -304,7 +292,8 @@ int main(int argc, char** argv) {
   }
   auto opened = Device::open({.backend = "cuda"});
   if (!opened.ok()) {
-    std::printf("SKIPPED: no usable CUDA device: %s\n", std::string(opened.status().ToString()).c_str());
+    std::printf("SKIPPED: no usable CUDA device: %s\n",
+                std::string(opened.status().ToString()).c_str());
     return opened.status().code() == absl::StatusCode::kUnavailable ? 77 : 1;
   }
   Device& dev = **opened;
@@ -366,14 +355,15 @@ int main(int argc, char** argv) {
     std::fprintf(f, "  \"results\": [\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::fprintf(f,
-                   "    {\"op\": \"%s\", \"dtype\": \"%s\", \"tokens\": %u, \"batch\": %u, "
-                   "\"context\": %u, \"num_q_heads\": %u, \"num_kv_heads\": %u, \"head_dim\": %u, "
-                   "\"block_size\": %u, \"hpc\": %u, \"splits\": %u, \"us\": %.3f, \"bytes\": %.0f, "
-                   "\"gbps\": %.1f, \"frac\": %.4f}%s\n",
-                   r.op.c_str(), r.dtype.c_str(), r.tokens, r.batch, r.context, r.q_heads,
-                   r.kv_heads, r.head_dim, r.block_size, r.hpc, r.splits, r.us, r.bytes, r.gbps(),
-                   r.frac(), i + 1 < rows.size() ? "," : "");
+      std::fprintf(
+          f,
+          "    {\"op\": \"%s\", \"dtype\": \"%s\", \"tokens\": %u, \"batch\": %u, "
+          "\"context\": %u, \"num_q_heads\": %u, \"num_kv_heads\": %u, \"head_dim\": %u, "
+          "\"block_size\": %u, \"hpc\": %u, \"splits\": %u, \"us\": %.3f, \"bytes\": %.0f, "
+          "\"gbps\": %.1f, \"frac\": %.4f}%s\n",
+          r.op.c_str(), r.dtype.c_str(), r.tokens, r.batch, r.context, r.q_heads, r.kv_heads,
+          r.head_dim, r.block_size, r.hpc, r.splits, r.us, r.bytes, r.gbps(), r.frac(),
+          i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);

@@ -327,7 +327,8 @@ int main(int argc, char** argv) {
     } else if (a == "--decode-only") {
       args.decode_only = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -385,9 +386,9 @@ int main(int argc, char** argv) {
               "kernel us", "host-side us", "bus MB/token");
   for (const StepRow& r : steps)
     std::printf("%-7s %7u %6u %12.1f %12.1f %12.1f %14.3f\n", r.path.c_str(), r.context,
-                r.tokens_timed, r.step_us, r.kernel_us, r.step_us - r.kernel_us,
-                r.bus_bytes / 1e6);
-  std::printf("\nmla_paged_decode: q_head_dim = kv_cache_dim = 576, 1 KV head, one pool for K and V\n");
+                r.tokens_timed, r.step_us, r.kernel_us, r.step_us - r.kernel_us, r.bus_bytes / 1e6);
+  std::printf(
+      "\nmla_paged_decode: q_head_dim = kv_cache_dim = 576, 1 KV head, one pool for K and V\n");
   std::printf("%-6s %6s %7s %4s %6s %6s %10s %9s %8s %7s\n", "dtype", "batch", "context", "hq",
               "block", "splits", "us", "GB/s", "ceiling", "TFLOPS");
   for (const DecodeRow& r : decode)

@@ -262,7 +262,6 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       [&](uint32_t u, uint32_t d) { return read(v_cache, u, d); });
 }
 
-
 // ── FP8 decode ──────────────────────────────────────────────────────────────
 //
 // The tiled kernel (the geometry the op launches for the MLA row, 576 values;
@@ -782,17 +781,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // part_acc[seq][head][z][kv_cache_dim - 64] (f32) and (max, sum) of its
 // base-2 scores to part_ml[seq][head][z][2]; mla_decode_combine merges them
 // (and the sinks) into o.
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    mla_paged_decode_fp8_split(const __nv_bfloat16* __restrict__ q,
-                               const uint8_t* __restrict__ k_cache,
-                               const uint8_t* __restrict__ v_cache, float* __restrict__ part_acc,
-                               float* __restrict__ part_ml, const int32_t* __restrict__ block_tables,
-                               const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq,
-                               uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t q_head_dim,
-                               uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
-                               float k_scale, float v_scale, uint64_t cache_stride,
-                               uint32_t sliding_window, const uint8_t* __restrict__ comp_pool,
-                               uint32_t comp_block_count) {
+extern "C" __global__ void __launch_bounds__(kThreads, 1) mla_paged_decode_fp8_split(
+    const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
+    const uint8_t* __restrict__ v_cache, float* __restrict__ part_acc, float* __restrict__ part_ml,
+    const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,
+    uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t q_head_dim,
+    uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale,
+    uint64_t cache_stride, uint32_t sliding_window, const uint8_t* __restrict__ comp_pool,
+    uint32_t comp_block_count) {
   tiled::run({q, k_cache, v_cache, block_tables, seq_lens, nullptr, comp_pool, nullptr, part_acc,
               part_ml, max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim,
               block_size, inv_sqrt_d, k_scale, v_scale, cache_stride, sliding_window,

@@ -67,7 +67,8 @@ extern "C" __global__ void __launch_bounds__(kSdpaThreads)
   const float scale = 1.0f / sqrtf(float(dq));
   const float* qh = q + uint64_t{h} * dq;
   // Whole 16-byte pieces when every row allows it.
-  const bool vec4 = dq % 4 == 0 && (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k)) % 16 == 0;
+  const bool vec4 =
+      dq % 4 == 0 && (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k)) % 16 == 0;
   // V dims in passes of 256, each an online softmax over every token.
   for (uint32_t d0 = 0; d0 < dv; d0 += kDimsPerPass) {
     float m = -INFINITY, l = 0.0f, acc[kDimsPerLane];

@@ -282,8 +282,8 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc, Smem& s
   uint32_t T = 1;
   while (T < 32 && 2 * T * cols <= uint32_t(kThreads)) T *= 2;
   const uint32_t sub = threadIdx.x % T;
-  for (uint32_t i = threadIdx.x / T; i < (cols + (kThreads / T) - 1) / (kThreads / T) * (kThreads / T);
-       i += kThreads / T) {
+  for (uint32_t i = threadIdx.x / T;
+       i < (cols + (kThreads / T) - 1) / (kThreads / T) * (kThreads / T); i += kThreads / T) {
     const bool on = i < cols;
     const uint32_t h = on ? i / D4 : 0, d4 = on ? i % D4 : 0;
     const float4* acc = reinterpret_cast<const float4*>(p.part_acc + (row0 + h) * S * D) + d4;

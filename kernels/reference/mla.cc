@@ -13,6 +13,7 @@
 #include "numeric.h"
 #include "operands.h"
 #include "reference.h"
+#include "split_softmax.h"
 
 namespace sparkrt::reference {
 namespace {
@@ -137,8 +138,8 @@ absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
   const bool split = s.num_splits > 0;
   const uint32_t shift = split ? 1 : 0;  // arguments after o sit one further on
   SPARKRT_ASSIGN_OR_RETURN(const PagedWindows w,
-                           paged_windows(l, 4 + shift, s.num_seqs, s.max_blocks_per_seq, s.block_size,
-                                         s.sliding_window, token_end));
+                           paged_windows(l, 4 + shift, s.num_seqs, s.max_blocks_per_seq,
+                                         s.block_size, s.sliding_window, token_end));
   const uint64_t cache_extent = w.cache_extent;  // bytes
   SPARKRT_ASSIGN_OR_RETURN(auto qv,
                            operand<const bf16_bits>(l, 0, "q", uint64_t{s.num_seqs} * hq * dq,
@@ -433,27 +434,8 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_decode_combine) {
                                                         "every sequence's output heads"));
   SPARKRT_ASSIGN_OR_RETURN(
       auto sinks, optional_operand<const float>(launch, 3, "sinks", hq, "one sink per query head"));
-  for (uint64_t r = 0; r < rows; ++r) {
-    const float* ml = part_ml.data() + r * n * 2;
-    const float sink = sinks.empty() ? -INFINITY : sinks[r % hq] * kLog2e;
-    float m = sink;
-    for (uint32_t z = 0; z < n; ++z)
-      if (ml[2 * z + 1] > 0.0f) m = std::max(m, ml[2 * z]);
-    float total = 0.0f;
-    if (m != -INFINITY) {
-      if (!sinks.empty()) total = std::exp2(sink - m);
-      for (uint32_t z = 0; z < n; ++z)
-        if (ml[2 * z + 1] > 0.0f) total += std::exp2(ml[2 * z] - m) * ml[2 * z + 1];
-    }
-    for (uint32_t d = 0; d < dv; ++d) {
-      float o = 0.0f;
-      if (total > 0.0f) {
-        for (uint32_t z = 0; z < n; ++z)
-          if (ml[2 * z + 1] > 0.0f) o += std::exp2(ml[2 * z] - m) * part_acc[(r * n + z) * dv + d];
-        o /= total;
-      }
-      out[r * dv + d] = f32_to_bf16(o);
-    }
-  }
+  merge_split_partials(part_acc.data(), part_ml.data(), out.data(), rows, n, dv, [&](uint64_t r) {
+    return sinks.empty() ? -INFINITY : sinks[r % hq] * kLog2e;
+  });
   return absl::OkStatus();
 }

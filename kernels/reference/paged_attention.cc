@@ -13,6 +13,7 @@
 #include "numeric.h"
 #include "operands.h"
 #include "reference.h"
+#include "split_softmax.h"
 
 namespace sparkrt::reference {
 namespace {
@@ -64,25 +65,7 @@ inline float load(fp8_bits v, float scale) { return fp8_e4m3_to_f32(v) * scale; 
 // l_z > 0 (M their largest m_z); zeros when there are none.
 void combine(const float* part_acc, const float* part_ml, bf16_bits* out, uint64_t rows,
              uint32_t n, uint32_t d) {
-  for (uint64_t r = 0; r < rows; ++r) {
-    const float* ml = part_ml + r * n * 2;
-    float m = -INFINITY;
-    for (uint32_t z = 0; z < n; ++z)
-      if (ml[2 * z + 1] > 0.0f) m = std::max(m, ml[2 * z]);
-    float total = 0.0f;
-    if (m != -INFINITY)
-      for (uint32_t z = 0; z < n; ++z)
-        if (ml[2 * z + 1] > 0.0f) total += std::exp2(ml[2 * z] - m) * ml[2 * z + 1];
-    for (uint32_t j = 0; j < d; ++j) {
-      float o = 0.0f;
-      if (total > 0.0f) {
-        for (uint32_t z = 0; z < n; ++z)
-          if (ml[2 * z + 1] > 0.0f) o += std::exp2(ml[2 * z] - m) * part_acc[(r * n + z) * d + j];
-        o /= total;
-      }
-      out[r * d + j] = f32_to_bf16(o);
-    }
-  }
+  merge_split_partials(part_acc, part_ml, out, rows, n, d, [](uint64_t) { return -INFINITY; });
 }
 
 template <typename CacheT>
@@ -92,30 +75,35 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
   const uint32_t hkv = s.num_kv_heads;
   const uint32_t d = s.head_dim;
   if (hkv == 0 || d == 0 || s.block_size == 0 || hq == 0 || hq % hkv != 0)
-    return invalid_launch(l, absl::StrFormat("num_q_heads %d must be a positive multiple of num_kv_heads "
-                                      "%d; head_dim %d and block_size %d must be > 0",
-                                      hq, hkv, d, s.block_size));
+    return invalid_launch(
+        l, absl::StrFormat("num_q_heads %d must be a positive multiple of num_kv_heads "
+                           "%d; head_dim %d and block_size %d must be > 0",
+                           hq, hkv, d, s.block_size));
   // grid.x = num_q_heads / hpc, where a CTA serves hpc in 1..8 query heads
   // of one KV head; the result does not depend on hpc.
   const uint32_t gx = l.grid()[0];
   const uint32_t hpc = gx != 0 && hq % gx == 0 ? hq / gx : 0;
   if (hpc == 0 || hpc > 8 || (hq / hkv) % hpc != 0)
-    return invalid_launch(l, absl::StrFormat("grid.x %d must be num_q_heads %d / hpc, with hpc at most 8 "
-                                      "dividing the GQA group of %d",
-                                      gx, hq, hq / hkv));
+    return invalid_launch(
+        l, absl::StrFormat("grid.x %d must be num_q_heads %d / hpc, with hpc at most 8 "
+                           "dividing the GQA group of %d",
+                           gx, hq, hq / hkv));
   if (s.num_splits > 0 && l.grid()[2] != s.num_splits)
-    return invalid_launch(l, absl::StrFormat("grid.z %d must equal num_splits %d", l.grid()[2],
-                                      s.num_splits));
+    return invalid_launch(
+        l, absl::StrFormat("grid.z %d must equal num_splits %d", l.grid()[2], s.num_splits));
   if (d % 8 != 0 || d > 256)
-    return invalid_launch(l, absl::StrFormat("head_dim %d must be a multiple of 8 and at most 256", d));
+    return invalid_launch(
+        l, absl::StrFormat("head_dim %d must be a multiple of 8 and at most 256", d));
   if (s.q_stride < uint64_t{hq} * d)
-    return invalid_launch(l, absl::StrFormat("q_stride %d is shorter than num_q_heads * head_dim = %d",
-                                      s.q_stride, uint64_t{hq} * d));
+    return invalid_launch(
+        l, absl::StrFormat("q_stride %d is shorter than num_q_heads * head_dim = %d", s.q_stride,
+                           uint64_t{hq} * d));
   const uint64_t row = uint64_t{hkv} * d;
   if (s.block_stride < uint64_t{s.block_size} * row)
-    return invalid_launch(l, absl::StrFormat("cache block stride %d is below block_size * num_kv_heads * "
-                                      "head_dim = %d elements",
-                                      s.block_stride, uint64_t{s.block_size} * row));
+    return invalid_launch(
+        l, absl::StrFormat("cache block stride %d is below block_size * num_kv_heads * "
+                           "head_dim = %d elements",
+                           s.block_stride, uint64_t{s.block_size} * row));
 
   const bool split = s.num_splits > 0;
   const uint32_t arg_tables = s.merge ? 7 : split ? 5 : 4;

@@ -1,6 +1,7 @@
 #include "sparkrt/ops/kv_cache.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -448,18 +449,71 @@ absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecod
 
 namespace {
 
-absl::Status combine(Device& dev, const KvCacheKernels& k, DevicePtr part_acc, DevicePtr part_ml,
-                     DevicePtr out, uint32_t num_q_heads, uint32_t num_seqs, uint32_t head_dim,
-                     uint32_t num_splits, Stream stream) {
+// The decode entries of one cache dtype.
+struct DecodeEntries {
+  const Kernel& one_pass;
+  const Kernel& split;
+  const Kernel& split_merge;
+};
+
+// The arguments after the inputs' leading (q, k_cache, v_cache, outputs...)
+// that only one dtype has, in the kernel's order.
+KernelLaunch& dtype_args(KernelLaunch& l, const PagedDecodeAttnArgs& a) {
+  return l.arg(a.q_stride).arg(a.sliding_window);
+}
+KernelLaunch& dtype_args(KernelLaunch& l, const PagedDecodeAttnFp8Args& a) {
+  return l.arg(a.k_scale).arg(a.v_scale).arg(a.q_stride).arg(a.cache_stride).arg(a.sliding_window);
+}
+
+// One decode launch: q, k_cache, v_cache, then `outputs` (out and/or the
+// workspace pieces), the shape, the dtype's arguments and, for the split
+// entries, num_splits.
+template <typename Args>
+absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a, Dim3 grid,
+                           std::initializer_list<DevicePtr> outputs, uint32_t num_splits,
+                           Stream stream) {
+  KernelLaunch l(dev, kernel);
+  l.grid(grid).block({kKvBlockThreads}).arg(a.q).arg(a.k_cache).arg(a.v_cache);
+  for (DevicePtr p : outputs) l.arg(p);
+  l.arg(a.block_tables)
+      .arg(a.seq_lens)
+      .arg(a.max_blocks_per_seq)
+      .arg(a.num_q_heads)
+      .arg(a.num_kv_heads)
+      .arg(a.head_dim)
+      .arg(a.block_size)
+      .arg(a.inv_sqrt_d);
+  dtype_args(l, a);
+  if (num_splits > 1) l.arg(num_splits);
+  return l.launch(stream);
+}
+
+// The decode op for either dtype once its own checks passed: one pass,
+// split-merge, or split then combine, as `plan` says.
+template <typename Args>
+absl::Status decode(Device& dev, const KvCacheKernels& k, const DecodeEntries& e, const Args& a,
+                    const DecodePlan& plan, Stream stream) {
+  const Dim3 grid{a.num_q_heads / plan.heads_per_cta, a.num_seqs, plan.num_splits};
+  if (plan.num_splits == 1) return launch_decode(dev, e.one_pass, a, grid, {a.out}, 1, stream);
+  const DevicePtr counters = a.workspace;
+  const DevicePtr part_acc = a.workspace + paged_decode_counter_bytes(a.workspace_bytes);
+  const DevicePtr part_ml =
+      part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits);
+  if (plan.num_splits >= kMinMergeSplits) {
+    return launch_decode(dev, e.split_merge, a, grid, {a.out, part_acc, part_ml, counters},
+                         plan.num_splits, stream);
+  }
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      launch_decode(dev, e.split, a, grid, {part_acc, part_ml}, plan.num_splits, stream));
   return KernelLaunch(dev, k.paged_decode_attn_combine)
-      .grid({num_q_heads, num_seqs})
+      .grid({a.num_q_heads, a.num_seqs})
       .block({kKvBlockThreads})
       .arg(part_acc)
       .arg(part_ml)
-      .arg(out)
-      .arg(num_q_heads)
-      .arg(head_dim)
-      .arg(num_splits)
+      .arg(a.out)
+      .arg(a.num_q_heads)
+      .arg(a.head_dim)
+      .arg(plan.num_splits)
       .launch(stream);
 }
 
@@ -468,88 +522,19 @@ absl::Status combine(Device& dev, const KvCacheKernels& k, DevicePtr part_acc, D
 absl::Status paged_decode_attn_bf16(Device& dev, const KvCacheKernels& k,
                                     const PagedDecodeAttnArgs& a, Stream stream) {
   if (a.num_seqs == 0) return absl::OkStatus();
-  const DecodeShape s = shape_of(a);
-  auto plan = plan_decode("paged_decode_attn_bf16", dev.properties(), s);
+  auto plan = plan_decode("paged_decode_attn_bf16", dev.properties(), shape_of(a));
   if (!plan.ok()) return plan.status();
-  const Dim3 grid{a.num_q_heads / plan->heads_per_cta, a.num_seqs, plan->num_splits};
-  if (plan->num_splits == 1) {
-    return KernelLaunch(dev, k.paged_decode_attn_bf16)
-        .grid(grid)
-        .block({kKvBlockThreads})
-        .arg(a.q)
-        .arg(a.k_cache)
-        .arg(a.v_cache)
-        .arg(a.out)
-        .arg(a.block_tables)
-        .arg(a.seq_lens)
-        .arg(a.max_blocks_per_seq)
-        .arg(a.num_q_heads)
-        .arg(a.num_kv_heads)
-        .arg(a.head_dim)
-        .arg(a.block_size)
-        .arg(a.inv_sqrt_d)
-        .arg(a.q_stride)
-        .arg(a.sliding_window)
-        .launch(stream);
-  }
-  const DevicePtr counters = a.workspace;
-  const DevicePtr part_acc = a.workspace + paged_decode_counter_bytes(a.workspace_bytes);
-  const DevicePtr part_ml =
-      part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
-  if (plan->num_splits >= kMinMergeSplits) {
-    return KernelLaunch(dev, k.paged_decode_attn_bf16_split_merge)
-        .grid(grid)
-        .block({kKvBlockThreads})
-        .arg(a.q)
-        .arg(a.k_cache)
-        .arg(a.v_cache)
-        .arg(a.out)
-        .arg(part_acc)
-        .arg(part_ml)
-        .arg(counters)
-        .arg(a.block_tables)
-        .arg(a.seq_lens)
-        .arg(a.max_blocks_per_seq)
-        .arg(a.num_q_heads)
-        .arg(a.num_kv_heads)
-        .arg(a.head_dim)
-        .arg(a.block_size)
-        .arg(a.inv_sqrt_d)
-        .arg(a.q_stride)
-        .arg(a.sliding_window)
-        .arg(plan->num_splits)
-        .launch(stream);
-  }
-  SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.paged_decode_attn_bf16_split)
-        .grid(grid)
-        .block({kKvBlockThreads})
-        .arg(a.q)
-        .arg(a.k_cache)
-        .arg(a.v_cache)
-        .arg(part_acc)
-        .arg(part_ml)
-        .arg(a.block_tables)
-        .arg(a.seq_lens)
-        .arg(a.max_blocks_per_seq)
-        .arg(a.num_q_heads)
-        .arg(a.num_kv_heads)
-        .arg(a.head_dim)
-        .arg(a.block_size)
-        .arg(a.inv_sqrt_d)
-        .arg(a.q_stride)
-        .arg(a.sliding_window)
-        .arg(plan->num_splits)
-        .launch(stream));
-  return combine(dev, k, part_acc, part_ml, a.out, a.num_q_heads, a.num_seqs, a.head_dim,
-                 plan->num_splits, stream);
+  return decode(dev, k,
+                {k.paged_decode_attn_bf16, k.paged_decode_attn_bf16_split,
+                 k.paged_decode_attn_bf16_split_merge},
+                a, *plan, stream);
 }
 
 absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
                                    const PagedDecodeAttnFp8Args& a, Stream stream) {
   if (a.num_seqs == 0) return absl::OkStatus();
   constexpr std::string_view op = "paged_decode_attn_fp8";
-  const DecodeShape s = shape_of(a);
-  auto plan = plan_decode(op, dev.properties(), s);
+  auto plan = plan_decode(op, dev.properties(), shape_of(a));
   if (!plan.ok()) return plan.status();
   SPARKRT_OPS_RETURN_IF_ERROR(
       check_cache_stride(op, a.cache_stride, a.block_size, a.num_kv_heads, a.head_dim));
@@ -560,86 +545,10 @@ absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
   }
   SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
   SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
-  const Dim3 grid{a.num_q_heads / plan->heads_per_cta, a.num_seqs, plan->num_splits};
-  if (plan->num_splits == 1) {
-    return KernelLaunch(dev, k.paged_decode_attn_fp8)
-        .grid(grid)
-        .block({kKvBlockThreads})
-        .arg(a.q)
-        .arg(a.k_cache)
-        .arg(a.v_cache)
-        .arg(a.out)
-        .arg(a.block_tables)
-        .arg(a.seq_lens)
-        .arg(a.max_blocks_per_seq)
-        .arg(a.num_q_heads)
-        .arg(a.num_kv_heads)
-        .arg(a.head_dim)
-        .arg(a.block_size)
-        .arg(a.inv_sqrt_d)
-        .arg(a.k_scale)
-        .arg(a.v_scale)
-        .arg(a.q_stride)
-        .arg(a.cache_stride)
-        .arg(a.sliding_window)
-        .launch(stream);
-  }
-  const DevicePtr counters = a.workspace;
-  const DevicePtr part_acc = a.workspace + paged_decode_counter_bytes(a.workspace_bytes);
-  const DevicePtr part_ml =
-      part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan->num_splits);
-  if (plan->num_splits >= kMinMergeSplits) {
-    return KernelLaunch(dev, k.paged_decode_attn_fp8_split_merge)
-        .grid(grid)
-        .block({kKvBlockThreads})
-        .arg(a.q)
-        .arg(a.k_cache)
-        .arg(a.v_cache)
-        .arg(a.out)
-        .arg(part_acc)
-        .arg(part_ml)
-        .arg(counters)
-        .arg(a.block_tables)
-        .arg(a.seq_lens)
-        .arg(a.max_blocks_per_seq)
-        .arg(a.num_q_heads)
-        .arg(a.num_kv_heads)
-        .arg(a.head_dim)
-        .arg(a.block_size)
-        .arg(a.inv_sqrt_d)
-        .arg(a.k_scale)
-        .arg(a.v_scale)
-        .arg(a.q_stride)
-        .arg(a.cache_stride)
-        .arg(a.sliding_window)
-        .arg(plan->num_splits)
-        .launch(stream);
-  }
-  SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.paged_decode_attn_fp8_split)
-        .grid(grid)
-        .block({kKvBlockThreads})
-        .arg(a.q)
-        .arg(a.k_cache)
-        .arg(a.v_cache)
-        .arg(part_acc)
-        .arg(part_ml)
-        .arg(a.block_tables)
-        .arg(a.seq_lens)
-        .arg(a.max_blocks_per_seq)
-        .arg(a.num_q_heads)
-        .arg(a.num_kv_heads)
-        .arg(a.head_dim)
-        .arg(a.block_size)
-        .arg(a.inv_sqrt_d)
-        .arg(a.k_scale)
-        .arg(a.v_scale)
-        .arg(a.q_stride)
-        .arg(a.cache_stride)
-        .arg(a.sliding_window)
-        .arg(plan->num_splits)
-        .launch(stream));
-  return combine(dev, k, part_acc, part_ml, a.out, a.num_q_heads, a.num_seqs, a.head_dim,
-                 plan->num_splits, stream);
+  return decode(dev, k,
+                {k.paged_decode_attn_fp8, k.paged_decode_attn_fp8_split,
+                 k.paged_decode_attn_fp8_split_merge},
+                a, *plan, stream);
 }
 
 }  // namespace sparkrt::ops

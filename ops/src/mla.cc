@@ -202,7 +202,10 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                             a.block_stride_bytes));
   }
   KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
-  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}), a).arg(a.block_stride_bytes).arg(a.data_section_bytes).launch(stream);
+  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}), a)
+      .arg(a.block_stride_bytes)
+      .arg(a.data_section_bytes)
+      .launch(stream);
 }
 
 namespace {

@@ -216,11 +216,14 @@ TEST_CASE("mla_cache_assemble matches the reference bit for bit") {
     vc.poison();
     for (int side = 0; side < 2; ++side) {
       Side& d = pair().side(side);
-      REQUIRE_OK(ops::mla_cache_assemble(
-          *d.dev, d.m,
-          {.kv_latent = latent.on(side), .k_rope = k_rope.on(side),
-           .k_cache = kc.on(side) + uint64_t{s.dim} * 2, .v_cache = vc.on(side) + uint64_t{s.dim} * 2,
-           .kv_lora = s.kv_lora, .rope = s.rope, .mla_cache_dim = s.dim}));
+      REQUIRE_OK(ops::mla_cache_assemble(*d.dev, d.m,
+                                         {.kv_latent = latent.on(side),
+                                          .k_rope = k_rope.on(side),
+                                          .k_cache = kc.on(side) + uint64_t{s.dim} * 2,
+                                          .v_cache = vc.on(side) + uint64_t{s.dim} * 2,
+                                          .kv_lora = s.kv_lora,
+                                          .rope = s.rope,
+                                          .mla_cache_dim = s.dim}));
     }
     check_bitwise<uint16_t>(kc, "k_cache");
     check_bitwise<uint16_t>(vc, "v_cache");
@@ -404,13 +407,21 @@ TEST_CASE("mla_paged_decode_fp8 split-KV matches the reference: forced and autom
   for (uint32_t splits : {0u, 2u, 5u, 13u})
     for (uint32_t q_heads : {16u, 128u}) {
       const bool sinks = splits % 2 == 1 || splits == 0;
-      run_decode({.nvfp4 = false, .q_heads = q_heads, .kv_heads = 1, .q_dim = 576,
-                  .kv_dim = 576, .block_size = 64,
-                  .lens = {q_heads == 16 ? int32_t(2500 + gen() % 1500) : int32_t(700 + gen() % 300),
-                           0, int32_t(1 + gen() % 130)},
-                  .window = splits == 2 ? 500u : 0u, .sinks = sinks, .comp = splits == 5 ? 4u : 0u,
-                  .workspace = true, .splits = splits},
-                 gen);
+      run_decode(
+          {.nvfp4 = false,
+           .q_heads = q_heads,
+           .kv_heads = 1,
+           .q_dim = 576,
+           .kv_dim = 576,
+           .block_size = 64,
+           .lens = {q_heads == 16 ? int32_t(2500 + gen() % 1500) : int32_t(700 + gen() % 300), 0,
+                    int32_t(1 + gen() % 130)},
+           .window = splits == 2 ? 500u : 0u,
+           .sinks = sinks,
+           .comp = splits == 5 ? 4u : 0u,
+           .workspace = true,
+           .splits = splits},
+          gen);
     }
   // The op's own split count for one long sequence and for grouped KV heads.
   run_decode({.nvfp4 = false, .q_heads = 64, .kv_heads = 1, .q_dim = 576, .kv_dim = 576,
@@ -455,14 +466,20 @@ TEST_CASE("k3_mla_maybe_rope matches the reference, NoPE changes nothing") {
     for (uint32_t pos : {0u, 7u, 8191u, 100000u}) {
       INFO("heads " << s.heads << " nope " << s.nope << " rope " << s.rope << " pos " << pos);
       const uint32_t dq = s.nope + s.rope;
-      const auto qh = random_f32(gen, size_t{s.heads} * dq), kh = random_f32(gen, size_t{s.heads} * dq);
+      const auto qh = random_f32(gen, size_t{s.heads} * dq),
+                 kh = random_f32(gen, size_t{s.heads} * dq);
       Twin q(pair(), qh), k(pair(), kh);
       for (int side = 0; side < 2; ++side) {
         Side& d = pair().side(side);
         REQUIRE_OK(ops::k3_mla_maybe_rope(*d.dev, d.k3,
-                                          {.q = q.on(side), .k = k.on(side), .heads = s.heads,
-                                           .nope_dim = s.nope, .rope_dim = s.rope, .pos = pos,
-                                           .theta = 10000.0f, .use_nope = false}));
+                                          {.q = q.on(side),
+                                           .k = k.on(side),
+                                           .heads = s.heads,
+                                           .nope_dim = s.nope,
+                                           .rope_dim = s.rope,
+                                           .pos = pos,
+                                           .theta = 10000.0f,
+                                           .use_nope = false}));
       }
       for (const Twin* t : {&q, &k}) {
         const auto& in = t == &q ? qh : kh;
