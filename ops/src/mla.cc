@@ -322,10 +322,10 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
     return plan;
   }
   if (a.num_splits == 1 || room == 0) return plan;
-  // Split only what fills less than one wave (one tiled CTA per
+  // Split only what fills at most half of the device (one tiled CTA per
   // multiprocessor: its shared memory), into as many splits as keep it
   // within one wave, each at least kMlaMinTilesPerSplit tiles of the longest
-  // sequence the block table can hold.
+  // sequence the block table (or the window) allows.
   const uint64_t ctas = uint64_t{plan.grid.x} * a.num_seqs;
   const uint64_t slots = props.multiprocessor_count;
   if (ctas * 2 > slots) return plan;

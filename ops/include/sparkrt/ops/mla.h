@@ -143,11 +143,12 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 //             of 16, cache_stride a multiple of 16 and k_cache, v_cache, o
 //             and comp_pool 16-byte aligned: grid (num_kv_heads *
 //             ceil(group / 16), num_seqs), block (256), dynamic shared memory
-//             for 3 (2 when V is a separate pool) 64-token stages; each CTA
+//             for 3 64-token stages (2 when V is a separate pool or the
+//             device allows no more; fewer than 2: per head); each CTA
 //             serves up to 16 query heads of one KV head on the tensor cores,
 //             reading each cache row once for all of them;
 //   split-KV  the tiled form over grid.z = num_splits when those CTAs would
-//             fill less of the device than one wave and a workspace is given:
+//             fill at most half of the device and a workspace is given:
 //             mla_paged_decode_fp8_split writes f32 partials to the workspace,
 //             then mla_decode_combine, grid (num_q_heads, num_seqs), block
 //             (256), merges them (and the sinks) into o;
