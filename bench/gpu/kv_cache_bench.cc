@@ -193,9 +193,8 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
   const uint64_t q_bytes = uint64_t{batch} * q_heads * dim * 2;
   Buf q(dev, q_bytes), out(dev, q_bytes);
   fill.fill(q.ptr(), q_bytes, false);
-  const uint64_t ws_bytes = ops::paged_decode_workspace_bytes(batch, q_heads, dim);
-  Buf ws(dev, ws_bytes);
-  ok(dev.memset(ws.ptr(), 0, ws_bytes), "zero the workspace");  // split-KV counters start at 0
+  const auto ws = ok(ops::DecodeWorkspace::create(dev, batch, q_heads, dim), "workspace");
+  const uint64_t ws_bytes = ws.bytes();
   ok(dev.synchronize(), "sync");
   const float inv_sqrt_d = 1.0f / std::sqrt(float(dim));
 

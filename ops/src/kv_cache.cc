@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "sparkrt/kernel_launch.h"
@@ -437,6 +438,42 @@ uint64_t paged_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, u
   uint64_t c = align_up(uint64_t{num_seqs} * num_q_heads * sizeof(uint32_t));
   if (partials > 4095) c = std::max(c, align_up((partials - 4095 + 14) / 15));
   return std::max(16 * c, partials + c);
+}
+
+absl::StatusOr<DecodeWorkspace> DecodeWorkspace::create(Device& dev, uint32_t num_seqs,
+                                                         uint32_t num_q_heads, uint32_t head_dim,
+                                                         uint32_t max_splits) {
+  const uint64_t bytes = paged_decode_workspace_bytes(num_seqs, num_q_heads, head_dim, max_splits);
+  auto ptr = dev.alloc(bytes);
+  if (!ptr.ok()) return ptr.status();
+  DecodeWorkspace ws(&dev, *ptr, bytes);
+  if (absl::Status s = dev.memset(*ptr, 0, bytes); !s.ok()) return s;  // ws frees it
+  return ws;
+}
+
+DecodeWorkspace::DecodeWorkspace(DecodeWorkspace&& other) noexcept
+    : dev_(std::exchange(other.dev_, nullptr)),
+      ptr_(std::exchange(other.ptr_, DevicePtr{})),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+DecodeWorkspace& DecodeWorkspace::operator=(DecodeWorkspace&& other) noexcept {
+  if (this != &other) {
+    release();
+    dev_ = std::exchange(other.dev_, nullptr);
+    ptr_ = std::exchange(other.ptr_, DevicePtr{});
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+DecodeWorkspace::~DecodeWorkspace() { release(); }
+
+void DecodeWorkspace::release() {
+  // A destructor cannot report: a failed free (the device already closed) is dropped.
+  if (dev_ != nullptr && !ptr_.is_null()) (void)dev_->free(ptr_);
+  dev_ = nullptr;
+  ptr_ = DevicePtr{};
+  bytes_ = 0;
 }
 
 absl::StatusOr<DecodePlan> plan_paged_decode(const Device& dev, const PagedDecodeAttnArgs& a) {

@@ -2,6 +2,7 @@
 // multiprocessors, like an H200): the one-pass launch, the heads-per-CTA
 // choice, and when and how the op splits the KV range (one split-merge
 // launch, with the workspace laid out as documented).
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -323,6 +324,48 @@ TEST_CASE("ops mock: decode workspace bytes are minimal and cover smaller calls"
           const uint64_t c1 = ops::paged_decode_counter_bytes(w - 1);
           CHECK((c1 < uint64_t{seqs} * heads * 4 || w - 1 - c1 < partials));
         }
+}
+
+TEST_CASE("ops mock: DecodeWorkspace is allocated at the right size, zeroed, and freed once") {
+  MockDevice m;
+  const uint64_t bytes = ops::paged_decode_workspace_bytes(3, 32, 128);
+  DevicePtr first;
+  {
+    const uint64_t memsets = m.mock.counters().memsets_blocking;
+    auto ws = ops::DecodeWorkspace::create(*m.dev, 3, 32, 128);
+    REQUIRE_OK(ws.status());
+    CHECK(ws->bytes() == bytes);
+    CHECK(m.mock.counters().memsets_blocking == memsets + 1);  // fresh memory is not assumed zero
+    first = ws->ptr();
+    auto info = m.mock.pointer_info(first);
+    REQUIRE_OK(info.status());
+    CHECK(info->live);
+    CHECK(info->size >= bytes);
+    std::vector<uint8_t> host(bytes, 0xab);
+    REQUIRE_OK(m.dev->copy_d2h(first, host));
+    CHECK(std::count(host.begin(), host.end(), uint8_t{0}) == int64_t(bytes));
+
+    // Moving hands over the allocation; the moved-from object frees nothing.
+    ops::DecodeWorkspace moved = std::move(*ws);
+    CHECK(moved.ptr() == first);
+    CHECK(ws->ptr().is_null());
+    CHECK(ws->bytes() == 0);
+    auto other = ops::DecodeWorkspace::create(*m.dev, 1, 8, 64, 2);
+    REQUIRE_OK(other.status());
+    const DevicePtr second = other->ptr();
+    moved = std::move(*other);  // frees the first, keeps the second
+    CHECK_FALSE(m.mock.pointer_info(first)->live);
+    CHECK(m.mock.pointer_info(second)->live);
+    CHECK(moved.bytes() == ops::paged_decode_workspace_bytes(1, 8, 64, 2));
+  }
+  CHECK(m.mock.counters().live_allocations == 0);
+
+  SUBCASE("no memory: the allocation's error, nothing left behind") {
+    REQUIRE_OK(m.mock.cap_memory(bytes / 2));
+    auto ws = ops::DecodeWorkspace::create(*m.dev, 3, 32, 128);
+    CHECK(ws.status().code() == absl::StatusCode::kResourceExhausted);
+    CHECK(m.mock.counters().live_allocations == 0);
+  }
 }
 
 TEST_CASE("ops mock: decode with no sequences launches nothing, bad shapes are refused") {

@@ -249,7 +249,7 @@ struct PagedDecodeAttnArgs {
   uint32_t max_seq_len = 0;
   // Scratch for split-KV partials and counters; null: never split. Zero it
   // once after allocating it and pass its whole size in workspace_bytes
-  // every time (see paged_decode_workspace_bytes).
+  // every time (see paged_decode_workspace_bytes; DecodeWorkspace does both).
   DevicePtr workspace{};
   uint64_t workspace_bytes = 0;
   // 0: the op chooses; 1: never split; n > 1: exactly n splits (the
@@ -307,6 +307,36 @@ uint64_t paged_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, u
                                       uint32_t max_splits = kMaxDecodeSplits);
 // The counter region at the start of a workspace of `workspace_bytes`.
 uint64_t paged_decode_counter_bytes(uint64_t workspace_bytes);
+
+// A decode workspace that is ready to use: allocated on `dev` with
+// paged_decode_workspace_bytes(...) and zeroed once, freed on destruction.
+// Move-only; the Device must outlive it.
+//
+//   auto ws = sparkrt::ops::DecodeWorkspace::create(dev, max_seqs, 32, 128);
+//   if (!ws.ok()) return ws.status();
+//   args.workspace = ws->ptr();
+//   args.workspace_bytes = ws->bytes();
+class DecodeWorkspace {
+ public:
+  static absl::StatusOr<DecodeWorkspace> create(Device& dev, uint32_t num_seqs,
+                                                uint32_t num_q_heads, uint32_t head_dim,
+                                                uint32_t max_splits = kMaxDecodeSplits);
+  DecodeWorkspace(DecodeWorkspace&& other) noexcept;
+  DecodeWorkspace& operator=(DecodeWorkspace&& other) noexcept;
+  ~DecodeWorkspace();
+
+  DevicePtr ptr() const { return ptr_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  DecodeWorkspace(Device* dev, DevicePtr ptr, uint64_t bytes)
+      : dev_(dev), ptr_(ptr), bytes_(bytes) {}
+  void release();
+
+  Device* dev_ = nullptr;
+  DevicePtr ptr_{};
+  uint64_t bytes_ = 0;
+};
 
 // The geometry the decode ops choose, for callers that report or size it.
 struct DecodePlan {
