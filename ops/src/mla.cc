@@ -256,8 +256,7 @@ uint32_t tiled_stages(const DeviceProperties& props, const MlaPagedDecodeFp8Args
   if (!aligned || a.kv_cache_dim != kMlaTiledDim || a.q_head_dim % 16 != 0) return 0;
   const bool separate_v = a.v_cache != a.k_cache;
   for (uint32_t stages = separate_v ? 2 : 3; stages >= 2; --stages)
-    if (tiled_shared_bytes(separate_v, stages) <=
-        props.max_shared_memory_per_block_optin)
+    if (tiled_shared_bytes(separate_v, stages) <= props.max_shared_memory_per_block_optin)
       return stages;
   return 0;
 }
