@@ -1,6 +1,7 @@
 #include "sparkrt/ops/mla.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -48,16 +49,15 @@ absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint
   return check_at_most(op, "q_head_dim", q_head_dim, "kv_cache_dim", kv_cache_dim);
 }
 
-// Geometry and the arguments both decode entries start with, q to
-// inv_sqrt_d, in their order.
+// The block and the arguments every decode entry starts with, q to
+// inv_sqrt_d, in their order; `outputs` are the entry's output pointers (o,
+// or the split partials).
 template <typename Args>
-KernelLaunch& decode_head(KernelLaunch& launch, const Args& a) {
-  return launch.block({kMlaBlockThreads})
-      .arg(a.q)
-      .arg(a.k_cache)
-      .arg(a.v_cache)
-      .arg(a.o)
-      .arg(a.block_tables)
+KernelLaunch& decode_head(KernelLaunch& launch, const Args& a,
+                          std::initializer_list<DevicePtr> outputs) {
+  launch.block({kMlaBlockThreads}).arg(a.q).arg(a.k_cache).arg(a.v_cache);
+  for (DevicePtr p : outputs) launch.arg(p);
+  return launch.arg(a.block_tables)
       .arg(a.seq_lens)
       .arg(a.max_blocks_per_seq)
       .arg(a.num_q_heads)
@@ -202,7 +202,7 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                             a.block_stride_bytes));
   }
   KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
-  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}), a)
+  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}), a, {a.o})
       .arg(a.block_stride_bytes)
       .arg(a.data_section_bytes)
       .launch(stream);
@@ -347,7 +347,7 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
   if (!plan.ok()) return plan.status();
   if (plan->num_splits == 1) {
     KernelLaunch launch(dev, k.mla_paged_decode_fp8);
-    return decode_head(launch.grid(plan->grid).shared_mem(plan->shared_mem), a)
+    return decode_head(launch.grid(plan->grid).shared_mem(plan->shared_mem), a, {a.o})
         .arg(a.k_scale)
         .arg(a.v_scale)
         .arg(a.cache_stride)
@@ -361,31 +361,16 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
   const DevicePtr part_acc = a.workspace;
   const DevicePtr part_ml =
       a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
-  SPARKRT_OPS_RETURN_IF_ERROR(KernelLaunch(dev, k.mla_paged_decode_fp8_split)
-                                  .grid(plan->grid)
-                                  .block({kMlaBlockThreads})
-                                  .shared_mem(plan->shared_mem)
-                                  .arg(a.q)
-                                  .arg(a.k_cache)
-                                  .arg(a.v_cache)
-                                  .arg(part_acc)
-                                  .arg(part_ml)
-                                  .arg(a.block_tables)
-                                  .arg(a.seq_lens)
-                                  .arg(a.max_blocks_per_seq)
-                                  .arg(a.num_q_heads)
-                                  .arg(a.num_kv_heads)
-                                  .arg(a.q_head_dim)
-                                  .arg(a.kv_cache_dim)
-                                  .arg(a.block_size)
-                                  .arg(a.inv_sqrt_d)
-                                  .arg(a.k_scale)
-                                  .arg(a.v_scale)
-                                  .arg(a.cache_stride)
-                                  .arg(a.sliding_window)
-                                  .arg(a.comp_pool)
-                                  .arg(a.comp_block_count)
-                                  .launch(stream));
+  KernelLaunch split(dev, k.mla_paged_decode_fp8_split);
+  SPARKRT_OPS_RETURN_IF_ERROR(
+      decode_head(split.grid(plan->grid).shared_mem(plan->shared_mem), a, {part_acc, part_ml})
+          .arg(a.k_scale)
+          .arg(a.v_scale)
+          .arg(a.cache_stride)
+          .arg(a.sliding_window)
+          .arg(a.comp_pool)
+          .arg(a.comp_block_count)
+          .launch(stream));
   return KernelLaunch(dev, k.mla_decode_combine)
       .grid({a.num_q_heads, a.num_seqs})
       .block({kMlaBlockThreads})
