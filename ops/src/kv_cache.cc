@@ -6,33 +6,15 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "op_checks.h"
 #include "sparkrt/kernel_launch.h"
 
 namespace sparkrt::ops {
 namespace {
 
-#define SPARKRT_OPS_RETURN_IF_ERROR(expr)              \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
-
-absl::Status resolve_into(Device& dev, const char* module, const char* entry, Kernel& out) {
-  auto kernel = dev.kernel(module, entry);
-  if (!kernel.ok()) return kernel.status();
-  out = *kernel;
-  return absl::OkStatus();
-}
-
-// Shape checks run before any launch. They build a message only on failure,
-// so the success path stays allocation-free.
-absl::Status invalid(std::string_view op, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrFormat("%s: %s", op, what));
-}
-
-absl::Status check_nonzero(std::string_view op, const char* name, uint64_t value) {
-  if (value != 0) return absl::OkStatus();
-  return invalid(op, absl::StrFormat("%s must be > 0", name));
-}
+using detail::check_nonzero;
+using detail::check_scale;
+using detail::invalid;
 
 absl::Status check_heads(std::string_view op, uint32_t num_kv_heads, uint32_t head_dim,
                          uint32_t block_size) {
@@ -67,11 +49,6 @@ absl::Status check_rope(std::string_view op, uint32_t head_dim, uint32_t rotary_
                                      head_dim));
 }
 
-absl::Status check_scale(std::string_view op, const char* name, float scale) {
-  if (scale > 0.0f) return absl::OkStatus();  // also refuses NaN
-  return invalid(op, absl::StrFormat("%s %g must be a positive number", name, scale));
-}
-
 absl::Status check_attention(std::string_view op, uint32_t max_blocks_per_seq,
                              uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
                              uint32_t block_size, uint32_t q_stride) {
@@ -89,11 +66,7 @@ absl::Status check_attention(std::string_view op, uint32_t max_blocks_per_seq,
 
 absl::StatusOr<KvCacheKernels> KvCacheKernels::resolve(Device& dev) {
   KvCacheKernels k;
-  const struct {
-    const char* module;
-    const char* entry;
-    Kernel* out;
-  } entries[] = {
+  const detail::KernelEntry entries[] = {
       {kKvCacheModule, "fill_slots_from_block_table", &k.fill_slots_from_block_table},
       {kKvCacheModule, "reshape_and_cache", &k.reshape_and_cache},
       {kKvCacheModule, "reshape_and_cache_flash_v_only", &k.reshape_and_cache_flash_v_only},
@@ -113,9 +86,7 @@ absl::StatusOr<KvCacheKernels> KvCacheKernels::resolve(Device& dev) {
       {kPagedAttentionModule, "paged_decode_attn_fp8_split_merge",
        &k.paged_decode_attn_fp8_split_merge},
   };
-  for (const auto& e : entries) {
-    SPARKRT_OPS_RETURN_IF_ERROR(resolve_into(dev, e.module, e.entry, *e.out));
-  }
+  SPARKRT_OPS_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
   return k;
 }
 
