@@ -1,6 +1,7 @@
 // Shared by the op benches (sparkrt_kv_cache_bench, sparkrt_mla_bench): error
-// exits, device buffers, graph-replay timing, L2 rotation and the JSON
-// preamble, so both report against the same ceiling in the same way.
+// exits, device buffers, random fill data, event and graph-replay timing, the
+// copy ceiling, L2 rotation and the JSON preamble, so both report against the
+// same ceiling in the same way.
 #ifndef SPARKRT_BENCH_GPU_BENCH_SUPPORT_H_
 #define SPARKRT_BENCH_GPU_BENCH_SUPPORT_H_
 
@@ -10,10 +11,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "reference/numeric.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/sparkrt.h"
 
@@ -138,6 +141,71 @@ inline FILE* open_json(const std::string& path, const DeviceProperties& props,
   std::fprintf(f, "  \"ceiling_tbps\": %.3f,\n  \"copy_tbps_measured\": %.3f,\n", kCeilingTBps,
                measured_tbps);
   return f;
+}
+
+// A value of magnitude in [lo, hi) and random sign: never zero.
+inline float random_magnitude(std::mt19937_64& gen, float lo, float hi) {
+  const float m = std::uniform_real_distribution<float>(lo, hi)(gen);
+  return (gen() & 1) ? -m : m;
+}
+
+// Random source bytes on the device (bf16, fp8 and nvfp4 blocks), copied
+// into larger buffers to fill them.
+class Filler {
+ public:
+  enum Kind { kBf16, kFp8, kNvfp4 };
+  Filler(Device& dev, std::mt19937_64& gen)
+      : dev_(dev), src_{Buf(dev, kBytes), Buf(dev, kBytes), Buf(dev, kBytes)} {
+    std::vector<uint16_t> h(kBytes / 2);
+    for (auto& x : h) x = sparkrt::reference::f32_to_bf16(random_magnitude(gen, 0.25f, 2.0f));
+    ok(dev.copy_h2d(h, src_[kBf16].ptr()), "upload");
+    std::vector<uint8_t> f(kBytes);
+    for (auto& x : f) x = sparkrt::reference::f32_to_fp8_e4m3(random_magnitude(gen, 1.0f, 100.0f));
+    ok(dev.copy_h2d(f, src_[kFp8].ptr()), "upload");
+    // Any byte is two E2M1 values; a small positive scale byte among them
+    // keeps the NVFP4 scale sections finite wherever they fall.
+    for (auto& x : f) x = uint8_t(0x20 + gen() % 0x10);
+    ok(dev.copy_h2d(f, src_[kNvfp4].ptr()), "upload");
+  }
+  void fill(DevicePtr dst, uint64_t bytes, Kind kind) {
+    for (uint64_t off = 0; off < bytes; off += kBytes)
+      ok(dev_.copy_d2d_async(src_[kind].ptr(), dst + off, std::min(kBytes, bytes - off), Stream{}),
+         "fill");
+  }
+
+ private:
+  static constexpr uint64_t kBytes = 64ull << 20;
+  Device& dev_;
+  Buf src_[3];
+};
+
+// Median time of `op` launched eagerly, in microseconds, with events.
+template <typename Op>
+double time_events(Device& dev, Stream stream, int reps, Op op) {
+  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
+  std::vector<double> us;
+  for (int rep = 0; rep < reps + 3; ++rep) {
+    ok(dev.record_event(ev0, stream), "record");
+    ok(op(stream), "op");
+    ok(dev.record_event(ev1, stream), "record");
+    ok(dev.synchronize_event(ev1), "event sync");
+    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
+    if (rep >= 3) us.push_back(1000.0 * ms);
+  }
+  ok(dev.destroy_event(ev0), "event");
+  ok(dev.destroy_event(ev1), "event");
+  return median(us);
+}
+
+// The device-to-device copy rate (read + write bytes), in TB/s.
+inline double copy_ceiling(Device& dev, Stream stream, int reps) {
+  const uint64_t bytes = 1ull << 30;
+  Buf a(dev, bytes), b(dev, bytes);
+  ok(dev.memset(a.ptr(), 0x3c, bytes), "memset");
+  const double us = time_events(dev, stream, reps, [&](Stream st) {
+    return dev.copy_d2d_async(a.ptr(), b.ptr(), bytes, st);
+  });
+  return 2.0 * bytes / (us * 1e-6) / 1e12;
 }
 
 }  // namespace sparkrt::bench

@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "bench_support.h"
-#include "reference/numeric.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/sparkrt.h"
@@ -55,32 +54,6 @@ struct Args {
   bool quick = false;
   bool decode_only = false;
   bool decode_subset = false;
-};
-
-// Random source data on the device, copied into larger buffers to fill them.
-class Filler {
- public:
-  Filler(Device& dev, std::mt19937_64& gen) : dev_(dev), bf16_(dev, kBytes), fp8_(dev, kBytes) {
-    std::uniform_real_distribution<float> mag(0.25f, 2.0f);
-    std::bernoulli_distribution neg(0.5);
-    std::vector<uint16_t> h(kBytes / 2);
-    for (auto& x : h) x = sparkrt::reference::f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
-    ok(dev.copy_h2d(h, bf16_.ptr()), "upload");
-    std::vector<uint8_t> f(kBytes);
-    std::uniform_real_distribution<float> mag8(1.0f, 100.0f);
-    for (auto& x : f) x = sparkrt::reference::f32_to_fp8_e4m3(neg(gen) ? -mag8(gen) : mag8(gen));
-    ok(dev.copy_h2d(f, fp8_.ptr()), "upload");
-  }
-  void fill(DevicePtr dst, uint64_t bytes, bool fp8) {
-    const DevicePtr src = fp8 ? fp8_.ptr() : bf16_.ptr();
-    for (uint64_t off = 0; off < bytes; off += kBytes)
-      ok(dev_.copy_d2d_async(src, dst + off, std::min(kBytes, bytes - off), Stream{}), "fill");
-  }
-
- private:
-  static constexpr uint64_t kBytes = 64ull << 20;
-  Device& dev_;
-  Buf bf16_, fp8_;
 };
 
 struct Row {
@@ -117,10 +90,10 @@ Row bench_cache_write(Device& dev, const ops::KvCacheKernels& k, Filler& fill, S
   const uint64_t cache_stride = uint64_t{block_size} * row;
   Buf key(dev, in_bytes * sets), value(dev, in_bytes * sets);
   Buf kc(dev, pool_blocks * cache_stride * elem), vc(dev, pool_blocks * cache_stride * elem);
-  fill.fill(key.ptr(), key.bytes(), false);
-  fill.fill(value.ptr(), value.bytes(), false);
-  fill.fill(kc.ptr(), kc.bytes(), fp8);
-  fill.fill(vc.ptr(), vc.bytes(), fp8);
+  fill.fill(key.ptr(), key.bytes(), Filler::kBf16);
+  fill.fill(value.ptr(), value.bytes(), Filler::kBf16);
+  fill.fill(kc.ptr(), kc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
+  fill.fill(vc.ptr(), vc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
   // Set s writes its tokens into its own blocks of the pool.
   std::vector<int64_t> slots;
   for (int s = 0; s < sets; ++s) {
@@ -175,8 +148,8 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
   const uint64_t blocks_per_set = uint64_t{batch} * blocks_per_seq;
   const uint64_t pool_blocks = blocks_per_set * sets;
   Buf kc(dev, pool_blocks * cache_stride * elem), vc(dev, pool_blocks * cache_stride * elem);
-  fill.fill(kc.ptr(), kc.bytes(), fp8);
-  fill.fill(vc.ptr(), vc.bytes(), fp8);
+  fill.fill(kc.ptr(), kc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
+  fill.fill(vc.ptr(), vc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
   // One block table per set, over that set's blocks in random order.
   std::vector<int32_t> tables(pool_blocks);
   for (int s = 0; s < sets; ++s) {
@@ -192,7 +165,7 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
   ok(dev.copy_h2d(lens, sl.ptr()), "upload");
   const uint64_t q_bytes = uint64_t{batch} * q_heads * dim * 2;
   Buf q(dev, q_bytes), out(dev, q_bytes);
-  fill.fill(q.ptr(), q_bytes, false);
+  fill.fill(q.ptr(), q_bytes, Filler::kBf16);
   const auto ws = ok(ops::DecodeWorkspace::create(dev, batch, q_heads, dim), "workspace");
   const uint64_t ws_bytes = ws.bytes();
   ok(dev.synchronize(), "sync");
@@ -243,25 +216,6 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
   const double est = r.bytes / (kCeilingTBps * 1e6) + 5.0;
   r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
   return r;
-}
-
-double copy_ceiling(Device& dev, Stream stream, int reps) {
-  const uint64_t bytes = 1ull << 30;
-  Buf a(dev, bytes), b(dev, bytes);
-  ok(dev.memset(a.ptr(), 0x3c, bytes), "memset");
-  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
-  std::vector<double> tbps;
-  for (int rep = 0; rep < reps + 2; ++rep) {
-    ok(dev.record_event(ev0, stream), "record");
-    ok(dev.copy_d2d_async(a.ptr(), b.ptr(), bytes, stream), "copy");
-    ok(dev.record_event(ev1, stream), "record");
-    ok(dev.synchronize_event(ev1), "sync");
-    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
-    if (rep >= 2) tbps.push_back(2.0 * bytes / (ms * 1e-3) / 1e12);
-  }
-  ok(dev.destroy_event(ev0), "event");
-  ok(dev.destroy_event(ev1), "event");
-  return median(tbps);
 }
 
 }  // namespace

@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "bench_support.h"
-#include "reference/numeric.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/ops/k3_mla_decode.h"
 #include "sparkrt/ops/mla.h"
@@ -65,62 +64,10 @@ struct Args {
   bool decode_only = false;
 };
 
-float random_mag(std::mt19937_64& gen, float lo, float hi) {
-  const float m = std::uniform_real_distribution<float>(lo, hi)(gen);
-  return (gen() & 1) ? -m : m;
-}
 std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f, float hi = 2.0f) {
   std::vector<float> v(n);
-  for (auto& x : v) x = random_mag(gen, lo, hi);
+  for (auto& x : v) x = random_magnitude(gen, lo, hi);
   return v;
-}
-
-// Random source bytes on the device (bf16, fp8 and nvfp4 blocks), copied
-// into larger buffers to fill them.
-class Filler {
- public:
-  enum Kind { kBf16, kFp8, kNvfp4 };
-  Filler(Device& dev, std::mt19937_64& gen)
-      : dev_(dev), src_{Buf(dev, kBytes), Buf(dev, kBytes), Buf(dev, kBytes)} {
-    std::vector<uint16_t> h(kBytes / 2);
-    for (auto& x : h) x = sparkrt::reference::f32_to_bf16(random_mag(gen, 0.25f, 2.0f));
-    ok(dev.copy_h2d(h, src_[kBf16].ptr()), "upload");
-    std::vector<uint8_t> f(kBytes);
-    for (auto& x : f) x = sparkrt::reference::f32_to_fp8_e4m3(random_mag(gen, 1.0f, 100.0f));
-    ok(dev.copy_h2d(f, src_[kFp8].ptr()), "upload");
-    // Any byte is two E2M1 values; a small positive scale byte among them
-    // keeps the NVFP4 scale sections finite wherever they fall.
-    for (auto& x : f) x = uint8_t(0x20 + gen() % 0x10);
-    ok(dev.copy_h2d(f, src_[kNvfp4].ptr()), "upload");
-  }
-  void fill(DevicePtr dst, uint64_t bytes, Kind kind) {
-    for (uint64_t off = 0; off < bytes; off += kBytes)
-      ok(dev_.copy_d2d_async(src_[kind].ptr(), dst + off, std::min(kBytes, bytes - off), Stream{}),
-         "fill");
-  }
-
- private:
-  static constexpr uint64_t kBytes = 64ull << 20;
-  Device& dev_;
-  Buf src_[3];
-};
-
-// Median time of `op` launched eagerly, in microseconds, with events.
-template <typename Op>
-double time_events(Device& dev, Stream stream, int reps, Op op) {
-  const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
-  std::vector<double> us;
-  for (int rep = 0; rep < reps + 3; ++rep) {
-    ok(dev.record_event(ev0, stream), "record");
-    ok(op(stream), "op");
-    ok(dev.record_event(ev1, stream), "record");
-    ok(dev.synchronize_event(ev1), "event sync");
-    const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
-    if (rep >= 3) us.push_back(1000.0 * ms);
-  }
-  ok(dev.destroy_event(ev0), "event");
-  ok(dev.destroy_event(ev1), "event");
-  return median(us);
 }
 
 // ── (a) K3 token steps ──────────────────────────────────────────────────────
@@ -300,16 +247,6 @@ DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stre
   const double est = r.bytes / (kCeilingTBps * 1e6) + 5.0;
   r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
   return r;
-}
-
-double copy_ceiling(Device& dev, Stream stream, int reps) {
-  const uint64_t bytes = 1ull << 30;
-  Buf a(dev, bytes), b(dev, bytes);
-  ok(dev.memset(a.ptr(), 0x3c, bytes), "memset");
-  const double us = time_events(dev, stream, reps, [&](Stream st) {
-    return dev.copy_d2d_async(a.ptr(), b.ptr(), bytes, st);
-  });
-  return 2.0 * bytes / (us * 1e-6) / 1e12;
 }
 
 }  // namespace
