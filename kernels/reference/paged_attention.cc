@@ -234,79 +234,76 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
   return absl::OkStatus();
 }
 
+// The decode entries' scalars. Every entry has q, k_cache, v_cache, then
+// `outputs` pointers (out; the split's part_acc, part_ml; the split-merge's
+// out, part_acc, part_ml, counters), block_tables, seq_lens, the shape up to
+// inv_sqrt_d, the dtype's own arguments and, for the split entries,
+// num_splits (merge: the split-merge entry).
+// Each value is the entry's count of output pointers.
+enum class Outputs : uint32_t { kOut = 1, kPartials = 2, kMerge = 4 };
+
+DecodeShape bf16_shape(const Launch& l, Outputs outputs) {
+  const uint32_t first = 5 + static_cast<uint32_t>(outputs);  // max_blocks_per_seq
+  DecodeShape s = leading_scalars(l, first);
+  s.q_stride = l.value<uint32_t>(first + 6);
+  s.sliding_window = l.value<uint32_t>(first + 7);
+  if (outputs != Outputs::kOut) s.num_splits = l.value<uint32_t>(first + 8);
+  s.merge = outputs == Outputs::kMerge;
+  s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
+  return s;
+}
+
+DecodeShape fp8_shape(const Launch& l, Outputs outputs) {
+  const uint32_t first = 5 + static_cast<uint32_t>(outputs);
+  DecodeShape s = leading_scalars(l, first);
+  s.k_scale = l.value<float>(first + 6);
+  s.v_scale = l.value<float>(first + 7);
+  s.q_stride = l.value<uint32_t>(first + 8);
+  s.block_stride = l.value<uint64_t>(first + 9);
+  s.sliding_window = l.value<uint32_t>(first + 10);
+  if (outputs != Outputs::kOut) s.num_splits = l.value<uint32_t>(first + 11);
+  s.merge = outputs == Outputs::kMerge;
+  return s;
+}
+
+template <typename CacheT>
+absl::Status split_decode(const Launch& l, const DecodeShape& s) {
+  if (s.num_splits == 0 || s.num_splits > 256)
+    return invalid_launch(l, absl::StrFormat("num_splits %d must be in [1, 256]", s.num_splits));
+  return decode<CacheT>(l, s);
+}
+
 }  // namespace
 }  // namespace sparkrt::reference
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16) {
   using namespace sparkrt::reference;
-  DecodeShape s = leading_scalars(launch, 6);
-  s.q_stride = launch.value<uint32_t>(12);
-  s.sliding_window = launch.value<uint32_t>(13);
-  s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
-  return decode<bf16_bits>(launch, s);
+  return decode<bf16_bits>(launch, bf16_shape(launch, Outputs::kOut));
 }
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8) {
   using namespace sparkrt::reference;
-  DecodeShape s = leading_scalars(launch, 6);
-  s.k_scale = launch.value<float>(12);
-  s.v_scale = launch.value<float>(13);
-  s.q_stride = launch.value<uint32_t>(14);
-  s.block_stride = launch.value<uint64_t>(15);
-  s.sliding_window = launch.value<uint32_t>(16);
-  return decode<fp8_bits>(launch, s);
+  return decode<fp8_bits>(launch, fp8_shape(launch, Outputs::kOut));
 }
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split) {
   using namespace sparkrt::reference;
-  DecodeShape s = leading_scalars(launch, 7);
-  s.q_stride = launch.value<uint32_t>(13);
-  s.sliding_window = launch.value<uint32_t>(14);
-  s.num_splits = launch.value<uint32_t>(15);
-  s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
-  if (s.num_splits == 0) return invalid_launch(launch, "num_splits must be > 0");
-  return decode<bf16_bits>(launch, s);
-}
-
-SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split_merge) {
-  using namespace sparkrt::reference;
-  DecodeShape s = leading_scalars(launch, 9);
-  s.q_stride = launch.value<uint32_t>(15);
-  s.sliding_window = launch.value<uint32_t>(16);
-  s.num_splits = launch.value<uint32_t>(17);
-  s.merge = true;
-  s.block_stride = uint64_t{s.block_size} * s.num_kv_heads * s.head_dim;
-  if (s.num_splits == 0 || s.num_splits > 256)
-    return invalid_launch(launch, "num_splits must be in [1, 256]");
-  return decode<bf16_bits>(launch, s);
-}
-
-SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split_merge) {
-  using namespace sparkrt::reference;
-  DecodeShape s = leading_scalars(launch, 9);
-  s.k_scale = launch.value<float>(15);
-  s.v_scale = launch.value<float>(16);
-  s.q_stride = launch.value<uint32_t>(17);
-  s.block_stride = launch.value<uint64_t>(18);
-  s.sliding_window = launch.value<uint32_t>(19);
-  s.num_splits = launch.value<uint32_t>(20);
-  s.merge = true;
-  if (s.num_splits == 0 || s.num_splits > 256)
-    return invalid_launch(launch, "num_splits must be in [1, 256]");
-  return decode<fp8_bits>(launch, s);
+  return split_decode<bf16_bits>(launch, bf16_shape(launch, Outputs::kPartials));
 }
 
 SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split) {
   using namespace sparkrt::reference;
-  DecodeShape s = leading_scalars(launch, 7);
-  s.k_scale = launch.value<float>(13);
-  s.v_scale = launch.value<float>(14);
-  s.q_stride = launch.value<uint32_t>(15);
-  s.block_stride = launch.value<uint64_t>(16);
-  s.sliding_window = launch.value<uint32_t>(17);
-  s.num_splits = launch.value<uint32_t>(18);
-  if (s.num_splits == 0) return invalid_launch(launch, "num_splits must be > 0");
-  return decode<fp8_bits>(launch, s);
+  return split_decode<fp8_bits>(launch, fp8_shape(launch, Outputs::kPartials));
+}
+
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_bf16_split_merge) {
+  using namespace sparkrt::reference;
+  return split_decode<bf16_bits>(launch, bf16_shape(launch, Outputs::kMerge));
+}
+
+SPARKRT_REFERENCE_KERNEL(paged_attention, paged_decode_attn_fp8_split_merge) {
+  using namespace sparkrt::reference;
+  return split_decode<fp8_bits>(launch, fp8_shape(launch, Outputs::kMerge));
 }
 
 // out = sum_z 2^(m_z - M) acc_z / sum_z 2^(m_z - M) l_z over the splits with
