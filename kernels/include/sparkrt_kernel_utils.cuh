@@ -33,21 +33,6 @@ __device__ __forceinline__ float fp8_to_float_bits(uint32_t b) {
   return (b & 0x7fu) == 0x7fu ? __int_as_float(0x7fffffff) : v;
 }
 
-// Two E4M3 bytes (element 0 in the low byte) to f32: the hardware
-// conversion through f16 on sm_89 and newer, bit arithmetic before.
-__device__ __forceinline__ void fp8x2_to_float(uint32_t w16, float& lo, float& hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w16), __NV_E4M3);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  lo = f.x;
-  hi = f.y;
-#else
-  lo = fp8_to_float_bits(w16 & 0xffu);
-  hi = fp8_to_float_bits((w16 >> 8) & 0xffu);
-#endif
-}
-
 // Two E4M3 bytes (element 0 in the low byte) to two f16 packed in a word
 // (element 0 in the low half); exact, since every E4M3 value is an f16.
 __device__ __forceinline__ uint32_t fp8x2_to_half2_bits(uint32_t w16) {
@@ -62,13 +47,6 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
-}
-
-__device__ __forceinline__ void fp8x8_to_float(const uint2& v, float (&f)[8]) {
-  fp8x2_to_float(v.x & 0xffffu, f[0], f[1]);
-  fp8x2_to_float(v.x >> 16, f[2], f[3]);
-  fp8x2_to_float(v.y & 0xffffu, f[4], f[5]);
-  fp8x2_to_float(v.y >> 16, f[6], f[7]);
 }
 
 // Eight f32 to E4M3, saturating to +-448, NaN kept, round to nearest even.

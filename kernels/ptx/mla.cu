@@ -339,12 +339,19 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Four E4M3 bytes to two f16x2 words: bytes 0-1 and bytes 2-3.
+// Four E4M3 bytes to two f16x2 words: bytes 0-1 and bytes 2-3. One
+// conversion instruction per word on sm_89 and newer; the library's
+// emulation before (the compute_80 PTX).
 __device__ __forceinline__ void fp8x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
       " cvt.rn.f16x2.e4m3x2 %1, h;\n}"
       : "=r"(lo), "=r"(hi)
       : "r"(w));
+#else
+  lo = sparkrt_kernels::fp8x2_to_half2_bits(w & 0xffffu);
+  hi = sparkrt_kernels::fp8x2_to_half2_bits(w >> 16);
+#endif
 }
 
 __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
