@@ -1,5 +1,5 @@
 // Small device helpers shared by the kernel modules: bf16/fp8 vector
-// conversions and cache hints. Header-only; included by kernels/ptx/*.cu.
+// conversions, cache hints and block-size division. Header-only; included by kernels/ptx/*.cu.
 #ifndef SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
 #define SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
 
@@ -78,6 +78,19 @@ __device__ __forceinline__ uint2 load_stream(const uint2* p) {
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
+
+// x / d and x % d for a divisor fixed per launch (a cache block size):
+// shifts for a power of two, the usual case, else the division.
+struct BlockDiv {
+  uint32_t d, shift;
+  bool pow2;
+  __device__ explicit BlockDiv(uint32_t divisor)
+      : d(divisor), shift(__ffs(divisor) - 1), pow2((divisor & (divisor - 1)) == 0) {}
+  __device__ __forceinline__ uint32_t div(uint32_t x) const { return pow2 ? x >> shift : x / d; }
+  __device__ __forceinline__ uint32_t mod(uint32_t x) const {
+    return pow2 ? x & (d - 1) : x % d;
+  }
+};
 
 }  // namespace sparkrt_kernels
 

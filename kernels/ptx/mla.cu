@@ -267,8 +267,12 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 // The tiled kernel (the geometry the op launches for the MLA row, 576 values;
 // docs/kernels.md, "Tiled FP8 decode"). A CTA serves up to 16 query heads of
 // one KV head (the 16 rows of the mma tiles) of one sequence over one split
-// of its tokens, in tiles of 64 tokens that cp.async stages into dynamic
-// shared memory one or two tiles ahead. Per tile:
+// of its tokens, in tiles of 64 tokens. A ninth warp does nothing but stage
+// the tiles into dynamic shared memory with cp.async, up to three ahead; it
+// and the 8 consumer warps hand each stage over through two mbarriers, so
+// neither the copies nor their block-table reads sit on the consumers' path
+// (with the consumers staging, they took about a third of the time). The
+// consumers sync among themselves twice a tile. Per tile:
 //   scores  S[16][64] = q K^T on the tensor cores (f16 in, f32 accumulate):
 //           warp w takes tokens 32 (w / 4) .. + 31 and a quarter (w % 4) of
 //           the dims; the quarters meet in shared memory;
@@ -287,6 +291,7 @@ namespace tiled {
 
 constexpr uint32_t kTile = 64;                 // tokens per stage
 constexpr uint32_t kRows = 16;                 // query heads per CTA
+constexpr uint32_t kStagingThreads = kThreads + 32;  // 8 consumer warps + the staging warp
 constexpr uint32_t kDim = 576;                 // kv_cache_dim
 constexpr uint32_t kDv = kDim - kRopeDim;      // V and output dims
 constexpr uint32_t kQuarters = 4;              // score dims split over warps w % 4
@@ -329,6 +334,47 @@ __device__ __forceinline__ uint32_t dynamic_smem_bytes() {
   uint32_t v;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(v));
   return v;
+}
+
+// The consumer warps sync among themselves on a named barrier the staging
+// warp never joins.
+constexpr uint32_t kConsumerBar = 1;
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync %0, %1;" ::"n"(kConsumerBar), "n"(kThreads) : "memory");
+}
+
+// mbarriers (sm_80 and newer) hand the stages between the staging warp and
+// the consumers.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
+// One arrival on the barrier once this thread's cp.async issued so far have
+// landed.
+__device__ __forceinline__ void mbar_arrive_after_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(bar) : "memory");
+}
+// Waits until the phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+#else
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+#endif
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
 }
 
 __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -420,6 +466,90 @@ struct Source {
   bool ok;  // false: past the split or behind a negative block (zeros)
 };
 
+// The staging warp (warp 8) fills stage tile % kStages with the tile's rows
+// once the consumers have released it: 16-byte cp.async chunks, lane 4j + c
+// taking chunks c, c + 4, ... of tokens j, j + 8, ... (each instruction
+// reads 64 whole bytes of 8 rows). A token past the split or behind a
+// negative block gets a zero row and flag 0. Each stage has two mbarriers in
+// its flag bytes: `full` completes when every staging lane has arrived and
+// its copies have landed (cp.async.mbarrier.arrive: the lane does not wait
+// for them), `empty` when the 8 consumer warps are done reading the stage.
+template <uint32_t kStages>
+__device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint8_t* stages,
+                                           uint32_t n_tiles) {
+  constexpr uint32_t kGroupsOf8 = kTile / 8;
+  const uint32_t lane = threadIdx.x % 32, j = lane / 4, part = lane % 4;
+  const bool shared_v = p.v_cache == p.k_cache;
+  const uint32_t sbytes = stage_bytes(shared_v);
+  const uint32_t flags_at = kTile * (kPitchK + (shared_v ? 0u : kPitchV));
+  const sparkrt_kernels::BlockDiv bdiv(p.block_size);
+  // The block-table entries of this lane's tokens of a tile (0 where none is
+  // read), loaded an iteration before their use.
+  using Entries = int32_t[kGroupsOf8];
+  auto load_entries = [&](uint32_t tile, Entries& e) {
+#pragma unroll
+    for (uint32_t i = 0; i < kGroupsOf8; ++i) {
+      const uint32_t u = cta.u_begin + tile * kTile + 8 * i + j;
+      e[i] = u >= cta.u_end || u < cta.n_comp ? 0 : cta.table[bdiv.div(cta.t0 + (u - cta.n_comp))];
+    }
+  };
+  auto locate = [&](uint32_t tile, uint32_t r, int32_t block) {
+    const uint32_t u = cta.u_begin + tile * kTile + r;
+    Source s{p.k_cache, p.v_cache, u < cta.u_end};
+    if (s.ok && u < cta.n_comp) {
+      s.k = s.v = cta.comp + uint64_t{u} * cta.row;
+    } else if (s.ok) {
+      const uint32_t tok = cta.t0 + (u - cta.n_comp);
+      s.ok = block >= 0;
+      const uint64_t off = uint64_t(s.ok ? block : 0) * p.cache_stride +
+                           uint64_t{bdiv.mod(tok)} * cta.row + uint64_t{cta.kvh} * kDim;
+      s.k += off;
+      s.v += off;
+    }
+    if (!s.ok) s.k = s.v = p.k_cache;
+    return s;
+  };
+  auto issue = [&](uint32_t tile, const Entries& e) {
+    uint8_t* base = stages + (tile % kStages) * sbytes;
+#pragma unroll
+    for (uint32_t i = 0; i < kGroupsOf8; ++i) {
+      const uint32_t r = 8 * i + j;
+      const Source s = locate(tile, r, e[i]);
+      const uint32_t n = s.ok ? 16u : 0u;  // 0: the chunk is zero-filled
+      uint8_t* krow = base + r * kPitchK;
+#pragma unroll
+      for (uint32_t c = part; c < kDim / 16; c += 4) cp_async16(krow + 16 * c, s.k + 16 * c, n);
+      if (!shared_v) {
+        uint8_t* vrow = base + kTile * kPitchK + r * kPitchV;
+#pragma unroll
+        for (uint32_t c = part; c < kDv / 16; c += 4) cp_async16(vrow + 16 * c, s.v + 16 * c, n);
+      }
+      if (part == 0) base[flags_at + r] = s.ok;
+    }
+  };
+  Entries entry;
+  load_entries(0, entry);
+  for (uint32_t tile = 0; tile < n_tiles; ++tile) {
+    uint8_t* base = stages + (tile % kStages) * sbytes;
+    const uint32_t full = smem_addr(base + flags_at + kTile), empty = full + 8;
+    Entries next;
+    load_entries(tile + 1, next);
+    if (tile >= kStages) {
+      // The stage's previous tile: staged (this warp's own phase, long
+      // complete) and consumed.
+      const uint32_t parity = (tile / kStages - 1) & 1u;
+      mbar_wait(full, parity);
+      mbar_wait(empty, parity);
+    }
+    issue(tile, entry);
+    mbar_arrive_after_cp_async(full);
+    mbar_arrive(full);
+#pragma unroll
+    for (uint32_t i = 0; i < kGroupsOf8; ++i) entry[i] = next[i];
+  }
+  cp_async_wait<0>();
+}
+
 template <uint32_t kStages>
 __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
   Fixed& f = *reinterpret_cast<Fixed*>(smem);
@@ -431,50 +561,16 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
   const uint32_t sbytes = stage_bytes(shared_v);
   uint8_t* const stages = smem + sizeof(Fixed);
   const uint32_t flags_at = kTile * (kPitchK + (shared_v ? 0u : kPitchV));
-
-  // ── staging: 4 threads per token, 16-byte chunks, zeros for a token that
-  // is past the split or behind a negative block. The block-table entry of
-  // the next tile is looked up a tile ahead, off the critical path.
-  const uint32_t ld_tok = tid >> 2, ld_part = tid & 3;
-  auto locate = [&](uint32_t tile) {
-    const uint32_t u = cta.u_begin + tile * kTile + ld_tok;
-    Source s{p.k_cache, p.v_cache, u < cta.u_end};
-    if (s.ok && u < cta.n_comp) {
-      s.k = s.v = cta.comp + uint64_t{u} * cta.row;
-    } else if (s.ok) {
-      const uint32_t tok = cta.t0 + (u - cta.n_comp);
-      const int32_t block = cta.table[tok / p.block_size];
-      s.ok = block >= 0;
-      const uint64_t off = uint64_t(s.ok ? block : 0) * p.cache_stride +
-                           uint64_t{tok % p.block_size} * cta.row + uint64_t{cta.kvh} * kDim;
-      s.k += off;
-      s.v += off;
-    }
-    if (!s.ok) s.k = s.v = p.k_cache;
-    return s;
-  };
-  auto copy = [&](const Source& s, uint32_t slot) {
-    const uint32_t bytes = s.ok ? 16u : 0u;
-    uint8_t* base = stages + slot * sbytes;
-    uint8_t* krow = base + ld_tok * kPitchK;
-#pragma unroll
-    for (uint32_t c = ld_part; c < kDim / 16; c += 4)
-      cp_async16(krow + 16 * c, s.k + 16 * c, bytes);
-    if (!shared_v) {
-      uint8_t* vrow = base + kTile * kPitchK + ld_tok * kPitchV;
-#pragma unroll
-      for (uint32_t c = ld_part; c < kDv / 16; c += 4)
-        cp_async16(vrow + 16 * c, s.v + 16 * c, bytes);
-    }
-    if (ld_part == 0) base[flags_at + ld_tok] = s.ok;
-  };
   const uint32_t n_tiles = (cta.u_end - cta.u_begin + kTile - 1) / kTile;
-#pragma unroll
-  for (uint32_t s = 0; s + 1 < kStages; ++s) {
-    if (s < n_tiles) copy(locate(s), s);
-    cp_async_commit();
+  auto full_of = [&](uint32_t slot) {
+    return smem_addr(stages + slot * sbytes + flags_at + kTile);
+  };
+  if (tid < kStages) {
+    mbar_init(full_of(tid), 64);          // each staging lane and its copies
+    mbar_init(full_of(tid) + 8, kWarps);  // lane 0 of each consumer warp
   }
-  Source next = locate(kStages - 1);
+  __syncthreads();  // the last barrier the staging warp joins
+  if (warp == kWarps) return stage_rows<kStages>(p, cta, stages, n_tiles);
 
   // ── q: each head's power-of-two scale, then this warp's A fragments.
   {
@@ -493,7 +589,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
     }
     if (j == 0) f.q_scale[r] = ldexpf(1.0f, e);
   }
-  __syncthreads();
+  consumer_sync();
   const uint32_t quarter = warp % kQuarters, half = warp / kQuarters;
   const uint32_t ksteps = qd / 16;
   const uint32_t ks0 = quarter * kKsteps;  // this warp's k-steps: ks0 .. + 8 below ksteps
@@ -540,14 +636,8 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
       for (uint32_t e = 0; e < 4; ++e) oacc[k][j][e] = 0.0f;
 
   for (uint32_t tile = 0; tile < n_tiles; ++tile) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // this tile is staged; the previous one is consumed
-    if (tile + kStages - 1 < n_tiles) {
-      copy(next, (tile + kStages - 1) % kStages);
-      next = locate(tile + kStages);
-    }
-    cp_async_commit();
     const uint8_t* stage = stages + (tile % kStages) * sbytes;
+    mbar_wait(full_of(tile % kStages), (tile / kStages) & 1u);
 
     // Scores: 4 n-tiles of 8 tokens over this warp's quarter of the dims.
     {
@@ -577,7 +667,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
             make_float2(sacc[i][2], sacc[i][3]);
       }
     }
-    __syncthreads();
+    consumer_sync();
 
     // Softmax over the tile, base 2.
     {
@@ -615,7 +705,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
           make_uint2(half2_bits(pr[0], pr[1]), half2_bits(pr[2], pr[3]));
       if ((tid & 15) == 0) f.alpha[sm_row] = alpha;
     }
-    __syncthreads();
+    consumer_sync();
 
     // O = O * alpha + P V (the rescale is skipped while no row's max moved).
     {
@@ -654,15 +744,18 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
         }
       }
     }
+    // This warp is done with the stage (its reads ordered before lane 0's
+    // arrival by the warp barrier): the staging warp may refill it.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(full_of(tile % kStages) + 8);
   }
-  cp_async_wait<0>();  // nothing may be in flight into shared memory at exit
 
   // ── the rows' final (max, sum), then each warp writes its dims.
   if ((tid & 15) == 0) {
     f.row_m[sm_row] = m_run;
     f.row_l[sm_row] = l_run;
   }
-  __syncthreads();
+  consumer_sync();
 #pragma unroll
   for (uint32_t hi = 0; hi < 2; ++hi) {
     const uint32_t r = g + 8 * hi;
@@ -713,9 +806,9 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
 
 // The shapes the tiled kernel takes; the op checks the same before choosing it.
 __device__ __forceinline__ bool shape_ok(const Params& p) {
-  if (blockDim.x != kThreads || p.num_kv_heads == 0 || p.num_q_heads % p.num_kv_heads != 0 ||
-      p.block_size == 0 || p.kv_cache_dim != kDim || p.q_head_dim == 0 ||
-      p.q_head_dim % 16 != 0 || p.q_head_dim > kDim || p.cache_stride % 16 != 0)
+  if (blockDim.x != kStagingThreads || p.num_kv_heads == 0 || p.num_q_heads % p.num_kv_heads != 0 ||
+      p.block_size == 0 || p.kv_cache_dim != kDim || p.q_head_dim == 0 || p.q_head_dim % 16 != 0 ||
+      p.q_head_dim > kDim || p.cache_stride % 16 != 0)
     return false;
   const uint32_t group = p.num_q_heads / p.num_kv_heads;
   return gridDim.x == p.num_kv_heads * ((group + kRows - 1) / kRows);
@@ -739,10 +832,10 @@ __device__ __forceinline__ void run(const Params& p) {
 // sinks and an optional compressed pool of comp_block_count FP8 rows per
 // sequence attended in addition. Two geometries: the tiled one (dynamic
 // shared memory given; grid (num_kv_heads * ceil(group / 16), num_seqs),
-// block 256) and one CTA per (query head, sequence) without shared memory
+// block 288) and one CTA per (query head, sequence) without shared memory
 // (grid (num_q_heads, num_seqs), block 256) for shapes the tiled kernel does
 // not take.
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
+extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)
     mla_paged_decode_fp8(const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
                          const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
                          const int32_t* __restrict__ block_tables,
@@ -788,7 +881,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // part_acc[seq][head][z][kv_cache_dim - 64] (f32) and (max, sum) of its
 // base-2 scores to part_ml[seq][head][z][2]; mla_decode_combine merges them
 // (and the sinks) into o.
-extern "C" __global__ void __launch_bounds__(kThreads, 1) mla_paged_decode_fp8_split(
+extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1) mla_paged_decode_fp8_split(
     const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
     const uint8_t* __restrict__ v_cache, float* __restrict__ part_acc, float* __restrict__ part_ml,
     const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,

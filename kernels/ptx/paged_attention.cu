@@ -203,19 +203,6 @@ struct Params {
   uint32_t* counters;       // split-merge: [num_seqs][grid.x] arrival counters
 };
 
-// x / d and x % d for a divisor fixed per launch: shifts for a power of two
-// (the usual block sizes), else the division.
-struct BlockDiv {
-  uint32_t d, shift;
-  bool pow2;
-  __device__ explicit BlockDiv(uint32_t divisor)
-      : d(divisor), shift(__ffs(divisor) - 1), pow2((divisor & (divisor - 1)) == 0) {}
-  __device__ __forceinline__ uint32_t div(uint32_t x) const { return pow2 ? x >> shift : x / d; }
-  __device__ __forceinline__ uint32_t mod(uint32_t x) const {
-    return pow2 ? x & (d - 1) : x % d;
-  }
-};
-
 // Shared memory of one CTA: the warps' (max, sum) per head and the buffer of
 // the tree reduction of their outputs (half the warps' accumulators at once).
 constexpr int kMaxAccRegs = 4 * 4 * (kMaxHeadDim / 64);  // m-tiles x 4 at head_dim 256
@@ -357,7 +344,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
     t0 = b < t1 ? uint32_t(b) : t1;
     t1 = b + per < t1 ? uint32_t(b + per) : t1;
   }
-  const BlockDiv bdiv(p.block_size);
+  const sparkrt_kernels::BlockDiv bdiv(p.block_size);
 
   // q as the A operand: row g is head head0 + g (zero past hpc), k-step
   // 2i + s takes dims 8 (c + 4i) + 4s + {0, 1} (register 0) and + {2, 3}

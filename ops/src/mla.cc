@@ -49,13 +49,12 @@ absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint
   return check_at_most(op, "q_head_dim", q_head_dim, "kv_cache_dim", kv_cache_dim);
 }
 
-// The block and the arguments every decode entry starts with, q to
-// inv_sqrt_d, in their order; `outputs` are the entry's output pointers (o,
-// or the split partials).
+// The arguments every decode entry starts with, q to inv_sqrt_d, in their
+// order; `outputs` are the entry's output pointers (o, or the split partials).
 template <typename Args>
 KernelLaunch& decode_head(KernelLaunch& launch, const Args& a,
                           std::initializer_list<DevicePtr> outputs) {
-  launch.block({kMlaBlockThreads}).arg(a.q).arg(a.k_cache).arg(a.v_cache);
+  launch.arg(a.q).arg(a.k_cache).arg(a.v_cache);
   for (DevicePtr p : outputs) launch.arg(p);
   return launch.arg(a.block_tables)
       .arg(a.seq_lens)
@@ -202,7 +201,8 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                             a.block_stride_bytes));
   }
   KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
-  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}), a, {a.o})
+  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}).block({kMlaBlockThreads}), a,
+                     {a.o})
       .arg(a.block_stride_bytes)
       .arg(a.data_section_bytes)
       .launch(stream);
@@ -286,9 +286,11 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
                              a.num_splits, kMlaTiledDim, a.kv_cache_dim, a.q_head_dim));
     }
     plan.grid = {a.num_q_heads, a.num_seqs};
+    plan.block = {kMlaBlockThreads};
     return plan;
   }
   plan.tiled = true;
+  plan.block = {kMlaTiledDecodeThreads};
   plan.shared_mem = tiled_shared_bytes(a.v_cache != a.k_cache, stages);
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   plan.grid = {a.num_kv_heads * div_ceil(group, kMlaDecodeHeadsPerCta), a.num_seqs};
@@ -347,7 +349,8 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
   if (!plan.ok()) return plan.status();
   if (plan->num_splits == 1) {
     KernelLaunch launch(dev, k.mla_paged_decode_fp8);
-    return decode_head(launch.grid(plan->grid).shared_mem(plan->shared_mem), a, {a.o})
+    return decode_head(launch.grid(plan->grid).block(plan->block).shared_mem(plan->shared_mem), a,
+                       {a.o})
         .arg(a.k_scale)
         .arg(a.v_scale)
         .arg(a.cache_stride)
@@ -363,7 +366,8 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
       a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
   KernelLaunch split(dev, k.mla_paged_decode_fp8_split);
   SPARKRT_OPS_RETURN_IF_ERROR(
-      decode_head(split.grid(plan->grid).shared_mem(plan->shared_mem), a, {part_acc, part_ml})
+      decode_head(split.grid(plan->grid).block(plan->block).shared_mem(plan->shared_mem), a,
+                  {part_acc, part_ml})
           .arg(a.k_scale)
           .arg(a.v_scale)
           .arg(a.cache_stride)

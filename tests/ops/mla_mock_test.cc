@@ -276,7 +276,7 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, tiled: 16 query heads of one KV head 
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8",
-               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{256}, f.stream,
+               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{288}, f.stream,
                decode_launch_args(a, fp8_tail(a)), shared_mem);
 }
 
@@ -340,7 +340,7 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, split-KV then combine") {
   const uint32_t dv = 512;
   const DevicePtr part_acc = a.workspace;
   const DevicePtr part_ml = a.workspace + (uint64_t{16} * splits * dv * 4 + 255) / 256 * 256;
-  check_launch(launches[0], "mla", "mla_paged_decode_fp8_split", Dim3{1, 1, splits}, Dim3{256},
+  check_launch(launches[0], "mla", "mla_paged_decode_fp8_split", Dim3{1, 1, splits}, Dim3{288},
                f.stream,
                {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
                 MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.block_tables),

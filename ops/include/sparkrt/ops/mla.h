@@ -142,11 +142,12 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 //   tiled     for the MLA row (kv_cache_dim 576) with q_head_dim a multiple
 //             of 16, cache_stride a multiple of 16 and k_cache, v_cache, o
 //             and comp_pool 16-byte aligned: grid (num_kv_heads *
-//             ceil(group / 16), num_seqs), block (256), dynamic shared memory
-//             for 3 64-token stages (2 when V is a separate pool or the
-//             device allows no more; fewer than 2: per head); each CTA
-//             serves up to 16 query heads of one KV head on the tensor cores,
-//             reading each cache row once for all of them;
+//             ceil(group / 16), num_seqs), block (288: 8 consumer warps
+//             and one staging warp), dynamic shared memory for 3 64-token
+//             stages (2 when V is a separate pool or the device allows no
+//             more; fewer than 2: per head); each CTA serves up to 16 query
+//             heads of one KV head on the tensor cores, reading each cache
+//             row once for all of them;
 //   split-KV  the tiled form over grid.z = num_splits when those CTAs would
 //             fill at most half of the device and a workspace is given:
 //             mla_paged_decode_fp8_split writes f32 partials to the workspace,
@@ -162,6 +163,8 @@ inline constexpr uint32_t kMlaTiledDim = kMlaCacheDim;
 // most query heads (of one KV head) a tiled CTA serves.
 inline constexpr uint32_t kMlaDecodeTile = 64;
 inline constexpr uint32_t kMlaDecodeHeadsPerCta = 16;
+// Threads of a tiled CTA: 8 consumer warps and one warp that stages the rows.
+inline constexpr uint32_t kMlaTiledDecodeThreads = 288;
 // Largest split count the op uses, and the fewest tiles it gives a split.
 inline constexpr uint32_t kMlaMaxDecodeSplits = 64;
 inline constexpr uint32_t kMlaMinTilesPerSplit = 2;
@@ -250,6 +253,7 @@ uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
 struct MlaDecodePlan {
   bool tiled = false;
   Dim3 grid;                // of the decode kernel
+  Dim3 block;               // of the decode kernel
   uint32_t shared_mem = 0;  // dynamic bytes of the decode kernel
   uint32_t num_splits = 1;  // > 1: the split entry, then mla_decode_combine
 };
