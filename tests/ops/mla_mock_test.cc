@@ -275,9 +275,15 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, tiled: 16 query heads of one KV head 
   }
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
+  // 8 consumer warps and the warp that stages the tiles.
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8",
                Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{288}, f.stream,
                decode_launch_args(a, fp8_tail(a)), shared_mem);
+  const auto plan = ops::plan_mla_paged_decode_fp8(*f.dev, a);
+  REQUIRE_OK(plan.status());
+  CHECK(plan->tiled);
+  CHECK(plan->block == Dim3{288});
+  CHECK(plan->shared_mem == shared_mem);
 }
 
 TEST_CASE("mla mock: mla_paged_decode_fp8, one CTA per head for shapes the tiles do not take") {
@@ -307,6 +313,7 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, one CTA per head for shapes the tiles
   const auto plan = ops::plan_mla_paged_decode_fp8(*f.dev, a);
   REQUIRE_OK(plan.status());
   CHECK_FALSE(plan->tiled);
+  CHECK(plan->block == Dim3{256});
 }
 
 TEST_CASE("mla mock: mla_paged_decode_fp8, split-KV then combine") {
