@@ -1,14 +1,27 @@
 // Small device helpers shared by the kernel modules: bf16/fp8 vector
-// conversions, cache hints and block-size division. Header-only; included by kernels/ptx/*.cu.
+// conversions and packing, cache hints and block-size division. Header-only;
+// included by kernels/ptx/*.cu.
 #ifndef SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
 #define SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
 
 namespace sparkrt_kernels {
+
+// Two f32 rounded (to nearest even) to bf16 or f16 and packed in a word,
+// `lo` in the low half: the layout of an mma operand register.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
 
 // Two bf16 packed in a word (element 0 in the low half) to f32: a bf16 is the
 // top half of an f32, so each is one shift or mask.

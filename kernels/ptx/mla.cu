@@ -289,6 +289,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 // few per-thread bases plus immediates.
 namespace tiled {
 
+using sparkrt_kernels::pack_bf16;
+using sparkrt_kernels::pack_f16;
+
 constexpr uint32_t kTile = 64;                 // tokens per stage
 constexpr uint32_t kRows = 16;                 // query heads per CTA
 constexpr uint32_t kStagingThreads = kThreads + 32;  // 8 consumer warps + the staging warp
@@ -393,11 +396,6 @@ __device__ __forceinline__ void fp8x4_to_half2x2(uint32_t w, uint32_t& lo, uint3
   lo = sparkrt_kernels::fp8x2_to_half2_bits(w & 0xffffu);
   hi = sparkrt_kernels::fp8x2_to_half2_bits(w >> 16);
 #endif
-}
-
-__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 // Everything a tiled CTA needs; the two entries fill it.
@@ -600,10 +598,10 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
 #pragma unroll
     for (uint32_t k = 0; k < kKsteps; ++k) {
       const uint32_t d = 16 * (ks0 + k) + 4 * t;
-      qa[k][0] = half2_bits(qv(q_lo, g, d, s_lo), qv(q_lo, g, d + 1, s_lo));
-      qa[k][1] = half2_bits(qv(q_hi, g + 8, d, s_hi), qv(q_hi, g + 8, d + 1, s_hi));
-      qa[k][2] = half2_bits(qv(q_lo, g, d + 2, s_lo), qv(q_lo, g, d + 3, s_lo));
-      qa[k][3] = half2_bits(qv(q_hi, g + 8, d + 2, s_hi), qv(q_hi, g + 8, d + 3, s_hi));
+      qa[k][0] = pack_f16(qv(q_lo, g, d, s_lo), qv(q_lo, g, d + 1, s_lo));
+      qa[k][1] = pack_f16(qv(q_hi, g + 8, d, s_hi), qv(q_hi, g + 8, d + 1, s_hi));
+      qa[k][2] = pack_f16(qv(q_lo, g, d + 2, s_lo), qv(q_lo, g, d + 3, s_lo));
+      qa[k][3] = pack_f16(qv(q_hi, g + 8, d + 2, s_hi), qv(q_hi, g + 8, d + 3, s_hi));
     }
   }
 
@@ -698,7 +696,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
       l_run = l_run * alpha + sum;
       m_run = m_new;
       *reinterpret_cast<uint2*>(&f.p[sm_row][sm_col]) =
-          make_uint2(half2_bits(pr[0], pr[1]), half2_bits(pr[2], pr[3]));
+          make_uint2(pack_f16(pr[0], pr[1]), pack_f16(pr[2], pr[3]));
       if ((tid & 15) == 0) f.alpha[sm_row] = alpha;
     }
     consumer_sync();
@@ -786,10 +784,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
         uint4 packed;
         uint32_t* pw = &packed.x;
 #pragma unroll
-        for (uint32_t j = 0; j < 4; ++j) {
-          const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
-          pw[j] = *reinterpret_cast<const uint32_t*>(&b);
-        }
+        for (uint32_t j = 0; j < 4; ++j) pw[j] = pack_bf16(v[2 * j], v[2 * j + 1]);
         *reinterpret_cast<uint4*>(p.o + out_row * kDv + d0) = packed;
       } else {
         float* dst = p.part_acc + (out_row * cta.splits + cta.split) * kDv + d0;

@@ -26,6 +26,15 @@ absl::Status check_length(std::string_view op, const char* name, size_t got, siz
                                      want, shape));
 }
 
+// FailedPrecondition for one more row than a full device KV holds.
+absl::Status check_not_full(std::string_view op, const MlaDeviceKv& kv) {
+  if (!kv.full()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: the device KV is full (%d of %d tokens); allocate a larger MlaDeviceKv or truncate "
+      "this one",
+      op, kv.seq_len(), kv.capacity()));
+}
+
 // The inputs of one token against the configuration.
 absl::Status check_inputs(std::string_view op, const MlaConfig& cfg, const MlaTokenInputs& in) {
   SPARKRT_OPS_RETURN_IF_ERROR(cfg.validate());
@@ -255,12 +264,7 @@ DevicePtr MlaDeviceKv::scratch_out() const {
 
 absl::Status MlaDeviceKv::append(DevicePtr k_src, std::span<const float> v, Stream stream) {
   constexpr std::string_view op = "MlaDeviceKv::append";
-  if (full()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: the device KV is full (%d of %d tokens); allocate a larger MlaDeviceKv or "
-        "truncate this one",
-        op, seq_len_, capacity_));
-  }
+  SPARKRT_OPS_RETURN_IF_ERROR(check_not_full(op, *this));
   SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "v", v.size(), v_row_, "one V row"));
   SPARKRT_OPS_RETURN_IF_ERROR(
       dev_->copy_d2d_async(k_src, k_row_ptr(seq_len_), k_row_ * sizeof(float), stream));
@@ -329,12 +333,7 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(Device& dev,
                                                                  const MlaTokenInputs& in,
                                                                  MlaDeviceKv& kv, Stream stream) {
   constexpr std::string_view op = "k3_mla_decode_token_on_device";
-  if (kv.full()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: the device KV is full (%d of %d tokens); allocate a larger MlaDeviceKv or "
-        "truncate this one",
-        op, kv.seq_len(), kv.capacity()));
-  }
+  SPARKRT_OPS_RETURN_IF_ERROR(check_not_full(op, kv));
   SPARKRT_OPS_RETURN_IF_ERROR(check_inputs(op, cfg, in));
   if (kv.k_row() != cfg.qk_row() || kv.v_row() != cfg.v_row()) {
     return invalid(op, absl::StrFormat("the device KV rows (%d, %d values) do not match the "
