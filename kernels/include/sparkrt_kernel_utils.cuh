@@ -1,5 +1,5 @@
 // Small device helpers shared by the kernel modules: bf16/fp8 vector
-// conversions and packing, cache hints and block-size division. Header-only;
+// conversions and packing, cache hints, cp.async and block-size division. Header-only;
 // included by kernels/ptx/*.cu.
 #ifndef SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
 #define SPARKRT_KERNELS_INCLUDE_SPARKRT_KERNEL_UTILS_CUH_
@@ -90,6 +90,33 @@ __device__ __forceinline__ uint2 load_stream(const uint2* p) {
 // Asks L2 to fetch the line holding p; no register, no wait.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// 16 bytes global -> shared without registers (sm_80+); src_bytes 0 writes
+// zeros and reads nothing. The copy is complete once the thread waits for it
+// (cp.async.wait_group or an mbarrier), and visible to other threads after a
+// barrier.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, uint32_t src_bytes) {
+  cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(dst)), src, src_bytes);
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// The dynamic shared memory of this launch, in bytes.
+__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
+  uint32_t v;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(v));
+  return v;
 }
 
 // x / d and x % d for a divisor fixed per launch (a cache block size):

@@ -289,6 +289,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 // few per-thread bases plus immediates.
 namespace tiled {
 
+using sparkrt_kernels::cp_async16;
+using sparkrt_kernels::dynamic_smem_bytes;
 using sparkrt_kernels::pack_bf16;
 using sparkrt_kernels::pack_f16;
 
@@ -322,17 +324,6 @@ __device__ __forceinline__ uint32_t stage_bytes(bool shared_v) {
   return kTile * (kPitchK + (shared_v ? 0u : kPitchV)) + 128;  // + token flags
 }
 
-// 16 bytes global -> shared; src_bytes 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, uint32_t src_bytes) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
-  uint32_t v;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(v));
-  return v;
-}
 
 // The consumer warps sync among themselves on a named barrier the staging
 // warp never joins.

@@ -42,6 +42,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "sparkrt_kernel_utils.cuh"
@@ -84,6 +85,9 @@ constexpr int kMaxHpc = 8;
 constexpr int kMaxHeadDim = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kFull = 0xffffffffu;
+// Staging stages per warp: one tile in flight while the warp computes the
+// other (three or four measured no faster on the H200, and they take L1).
+constexpr uint32_t kStages = 2;
 
 // Per cache dtype: a lane's 16-byte (bf16) or 8-byte (fp8) piece of a row,
 // 8 elements, and how it becomes mma operand registers.
@@ -175,6 +179,16 @@ __device__ __forceinline__ uint2 lds_u2(uint32_t addr) {
   return v;
 }
 
+__device__ __forceinline__ uint4 lds(uint32_t addr, uint4*) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint2 lds(uint32_t addr, uint2*) { return lds_u2(addr); }
+
+
 struct Params {
   const __nv_bfloat16* q;
   const void* k_cache;
@@ -194,19 +208,23 @@ struct Params {
   uint32_t* counters;       // split-merge: [num_seqs][grid.x] arrival counters
 };
 
-// Shared memory of one CTA: the warps' (max, sum) per head and the buffer of
-// the tree reduction of their outputs (half the warps' accumulators at once).
+// Static shared memory of one CTA: q's fragments, the warps' (max, sum) per
+// head, and a small buffer for the warps' tree reduction (as many warps'
+// accumulators at once as fit) and the split-merge weights. Dynamic shared memory, when the launch gives kWarps * kStages
+// stages of 2 * TT * pitch bytes, holds each warp's staging while the tiles
+// run (else the lanes load rows into registers), then, if it holds half the
+// warps' accumulators, the reduction.
 constexpr int kMaxAccRegs = 4 * 4 * (kMaxHeadDim / 64);  // m-tiles x 4 at head_dim 256
+constexpr uint32_t kMaxMergeSplits = 256;  // most splits a split-merge launch merges
 struct Smem {
   uint2 qa[2 * (kMaxHeadDim / 32)][32];  // q's A fragments, by k-step and lane
   float ml[kWarps][kMaxHpc][2];
-  float red[kWarps / 2][kMaxAccRegs][32];
+  float red[kMaxHpc * (kMaxMergeSplits + 1)];
 };
-
-// Most splits the split-merge entries merge (their weights wait in `red`).
-constexpr uint32_t kMaxMergeSplits = 256;
-static_assert(kMaxHpc * kMaxMergeSplits + kMaxHpc <= (kWarps / 2) * kMaxAccRegs * 32,
-              "merge weights fit the reduction buffer");
+static_assert(sizeof(Smem::red) >= kMaxAccRegs * 32 * sizeof(float),
+              "the reduction buffer holds one warp's accumulators");
+// The op budgets 16 KB for it (kDecodeStaticSmem in ops/src/kv_cache.cc).
+static_assert(sizeof(Smem) + 256 <= 16 * 1024, "static shared memory within the op's budget");
 
 // Split-merge: after every CTA of a (sequence, head group) has written its
 // partials, the last to arrive merges them into `out` (the combine's
@@ -231,7 +249,7 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc, Smem& s
   const uint32_t S = p.num_splits, D = p.head_dim, D4 = D / 4;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const uint64_t row0 = uint64_t{blockIdx.y} * p.num_q_heads + uint64_t{blockIdx.x} * hpc;
-  float* wz = &sm.red[0][0][0];                  // [hpc][S] split weights
+  float* wz = sm.red;                            // [hpc][S] split weights
   float* lsum = wz + kMaxHpc * kMaxMergeSplits;  // [hpc] total sums
   if (uint32_t(warp) < hpc) {
     const float* ml = p.part_ml + (row0 + warp) * S * 2;
@@ -306,7 +324,8 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc, Smem& s
 // NKC: 8-dim K pieces per lane (head_dim <= 32 NKC); NVC: V pieces per lane
 // (head_dim <= 64 NVC); TN: 8-token groups per warp iteration.
 template <typename T, int NKC, int NVC, int TN, bool MERGE>
-__device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) {
+__device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
+                                       unsigned char* dyn) {
   using C = Cache<T>;
   using Vec = typename C::Vec;
   constexpr bool F16 = C::kF16;
@@ -401,12 +420,17 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
   const uint64_t row = uint64_t{p.num_kv_heads} * D;
   const uint64_t head_off = uint64_t{kvh} * D;
 
-  // Lane l holds the block id of token base + l % TT, fetched one iteration
-  // ahead; the lanes that read a token take it by shuffle.
+  // This warp's tiles start at base, base + kStride, ... The lanes hold the
+  // tokens' block ids (lane l: token tile + l % TT in the register loop) and
+  // the lanes that read or copy a token take its id by shuffle.
   uint32_t base = t0 + warp * TT;
   auto block_of = [&](uint32_t tile) {
     const uint32_t tok = tile + lane % TT;
     return tok < t1 ? bt[bdiv.div(tok)] : 0;
+  };
+  // The cache offset (elements) of token tok's row, in block b.
+  auto row_off = [&](int32_t b, uint32_t tok) {
+    return uint64_t(uint32_t(b)) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + head_off;
   };
   // Asks L2 for the K and V rows of the tile at `tile` (block id of token
   // tile + lane % TT in `b`): 128-byte line x / 2 of the K row (x even) or
@@ -415,57 +439,16 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
     const uint32_t tok = tile + lane % TT;
     if (tok >= t1) return;
     const uint32_t lines = (D * uint32_t(sizeof(T)) + 127) / 128;
-    const uint64_t off =
-        uint64_t(uint32_t(b)) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + head_off;
+    const uint64_t off = row_off(b, tok);
     for (uint32_t x = lane / TT; x < 2 * lines; x += 32 / TT)
       prefetch_l2(reinterpret_cast<const char*>((x % 2 == 0 ? kc : vc) + off) + 128 * (x / 2));
   };
-  int32_t blk = block_of(base);
-  if constexpr (SPARKRT_PA_PREFETCH >= 2) {
-    for (int d = 1; d < SPARKRT_PA_PREFETCH; ++d)
-      prefetch_tile(base + d * kStride, block_of(base + d * kStride));
-  }
-  for (; base < t1; base += kStride) {
-    // K: lane (g, c) reads token base + 8 nt + g, pieces c + 4i.
-    Vec kv[TN][NKC];
-#pragma unroll
-    for (int nt = 0; nt < TN; ++nt) {
-      const uint32_t tok = base + 8 * nt + g;
-      const int32_t b = __shfl_sync(kFull, blk, 8 * nt + g);
-      const uint64_t off =
-          uint64_t(uint32_t(b)) * p.block_stride + uint64_t{bdiv.mod(tok)} * row + head_off + 8 * c;
-#pragma unroll
-      for (int i = 0; i < NKC; ++i) {
-        if (tok < t1 && 8 * (c + 4 * i) < D)
-          kv[nt][i] = load_stream(reinterpret_cast<const Vec*>(kc + off + 32 * i));
-        else
-          kv[nt][i] = Vec{};
-      }
-    }
-    // V: lane (g, c) reads tokens base + 8 nt + 2c + u (index 2 nt + u),
-    // pieces g + 8j.
-    Vec vv[2 * TN][NVC];
-#pragma unroll
-    for (int nt = 0; nt < TN; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const uint32_t tok = base + 8 * nt + 2 * c + u;
-        const int32_t b = __shfl_sync(kFull, blk, 8 * nt + 2 * c + u);
-        const uint64_t off = uint64_t(uint32_t(b)) * p.block_stride +
-                             uint64_t{bdiv.mod(tok)} * row + head_off + 8 * g;
-#pragma unroll
-        for (int j = 0; j < NVC; ++j) {
-          if (tok < t1 && 8 * (g + 8 * j) < D)
-            vv[2 * nt + u][j] = load_stream(reinterpret_cast<const Vec*>(vc + off + 64 * j));
-          else
-            vv[2 * nt + u][j] = Vec{};
-        }
-      }
-    const int32_t blk_next = block_of(base + kStride);
-    int32_t blk_ahead = blk_next;
-    if constexpr (SPARKRT_PA_PREFETCH >= 2)
-      blk_ahead = block_of(base + SPARKRT_PA_PREFETCH * kStride);
-
+  // One tile at `base`: the scores, the online softmax of each head and
+  // O^T += V^T P^T, from the K pieces `kv` and V pieces `vv` the lanes hold
+  // (the layouts the loops below load); `mid` runs between the softmax and
+  // the second product.
+  auto consume = [&](uint32_t base, const Vec(&kv)[TN][NKC], const Vec(&vv)[2 * TN][NVC],
+                     auto&& mid) {
     // Scores of head g for tokens base + 8 nt + 2c + {0, 1}.
     float s[TN][2];
 #pragma unroll
@@ -519,8 +502,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
       }
     }
 
-    if constexpr (SPARKRT_PA_PREFETCH >= 1)
-      prefetch_tile(base + SPARKRT_PA_PREFETCH * kStride, blk_ahead);
+    mid();
 
     // P^T as the B operand (k = token 8 nt + 2c + u, n = head g): bf16 as
     // hi + lo, f16 as is.
@@ -542,7 +524,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int j = mt / 4;
-      uint32_t a0, a1, a2 = 0, a3 = 0;
+      uint32_t a0, a1;
       auto pair = [&](const Vec& x, const Vec& y, uint32_t& lo, uint32_t& hi) {
         switch (mt % 4) {
           case 0: C::template v_pair<0>(x, y, lo, hi); break;
@@ -553,6 +535,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
       };
       pair(vv[0][j], vv[1][j], a0, a1);
       if constexpr (TN == 2) {
+        uint32_t a2, a3;
         pair(vv[2][j], vv[3][j], a2, a3);
         mma_k16<F16>(o[mt], a0, a1, a2, a3, ph[0], ph[1]);
         if constexpr (!F16) mma_k16<F16>(o[mt], a0, a1, a2, a3, pl[0], pl[1]);
@@ -561,7 +544,173 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
         if constexpr (!F16) mma_k8<F16>(o[mt], a0, a1, pl[0]);
       }
     }
-    blk = blk_next;
+  };
+
+  // Staging in dynamic shared memory when the launch gives room for it
+  // (kStages stages per warp): each warp copies its own tiles with cp.async
+  // kStages - 1 tiles ahead of the one it computes, without holding
+  // registers. A stage holds the tile's TT K rows, then its TT V rows,
+  // `pitch` bytes each; within each 128-byte line the 16-byte pieces of row
+  // r are permuted (byte offset XOR kx(r) for K, vx(r) for V) so that the
+  // fragment reads below touch every bank once per phase.
+  const uint32_t row_bytes = D * uint32_t(sizeof(T));
+  const uint32_t pitch = (row_bytes + 127) / 128 * 128;
+  const uint32_t stage_bytes = 2 * TT * pitch;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(kc) | reinterpret_cast<uintptr_t>(vc) |
+                         (p.block_stride * sizeof(T)) | row_bytes) %
+                        16) == 0;
+  if (aligned && dynamic_smem_bytes() >= kWarps * kStages * stage_bytes) {
+    auto kx = [](uint32_t r) { return (r % (4 / sizeof(T))) * (32 * uint32_t(sizeof(T))); };
+    auto vx = [](uint32_t r) { return ((r >> 1) & 3u) * 32; };
+    const uint32_t my_stages =
+        uint32_t(__cvta_generic_to_shared(dyn)) + warp * kStages * stage_bytes;
+    // The block ids of the copies, kBatch tiles at a time: lane l holds token
+    // l % TT of tile l / TT of the batch. The next batch loads while this one
+    // is copied, so no copy waits on the block table.
+    constexpr uint32_t kBatch = 32 / TT;
+    auto batch_of = [&](uint32_t tile) {
+      const uint32_t tok = tile + (lane / TT) * kStride + lane % TT;
+      return tok < t1 ? bt[bdiv.div(tok)] : 0;
+    };
+    uint32_t copy_tile = base, copy_stage = 0, copy_in_batch = 0;
+    int32_t batch_blk = batch_of(base), next_batch_blk = batch_of(base + kBatch * kStride);
+    // The next tile's rows into the next stage: 16-byte chunk x of its K and
+    // V rows (row x / R, chunk x % R) for x = lane + 32 k. When R divides 32
+    // (power-of-two head_dim) a lane keeps one chunk and steps 32 / R rows;
+    // else it walks (row, chunk) without dividing. Past the range the group
+    // is empty, so the wait counts stay uniform and nothing is left in
+    // flight once the tiles are done.
+    const uint32_t R = row_bytes / 16;
+    const uint32_t steps = (TT * R + 31) / 32;
+    const uint32_t r_lane = lane / R, c_lane = lane % R, r_step = 32 / R, c_step = 32 % R;
+    constexpr uint32_t kMaxSteps = (TT * NKC * 2 * sizeof(T) + 31) / 32;  // head_dim 32 NKC
+    auto copy_chunk = [&](uint32_t dst, uint32_t r, uint32_t ch) {
+      const int32_t b = __shfl_sync(kFull, batch_blk, copy_in_batch * TT + (r < TT ? r : 0));
+      const uint32_t tok = copy_tile + r;
+      if (r >= TT) return;
+      const bool on = tok < t1;  // else zeros: the tile's tail past the range
+      const uint64_t off = on ? row_off(b, tok) : 0;
+      const uint32_t cb = 16 * ch;
+      cp_async16(dst + r * pitch + (cb ^ kx(r)), reinterpret_cast<const char*>(kc + off) + cb,
+                 on ? 16 : 0);
+      cp_async16(dst + (TT + r) * pitch + (cb ^ vx(r)),
+                 reinterpret_cast<const char*>(vc + off) + cb, on ? 16 : 0);
+    };
+    auto copy_next = [&] {
+      if (copy_tile < t1) {
+        const uint32_t dst = my_stages + copy_stage * stage_bytes;
+        if (c_step == 0) {
+#pragma unroll
+          for (uint32_t k = 0; k < kMaxSteps; ++k)
+            if (k < steps) copy_chunk(dst, r_lane + k * r_step, c_lane);
+        } else {
+          uint32_t r = r_lane, ch = c_lane;
+          for (uint32_t k = 0; k < steps; ++k) {
+            copy_chunk(dst, r, ch);
+            ch += c_step;
+            r += r_step;
+            if (ch >= R) {
+              ch -= R;
+              ++r;
+            }
+          }
+        }
+      }
+      cp_async_commit();
+      copy_tile += kStride;
+      copy_stage = copy_stage + 1 == kStages ? 0 : copy_stage + 1;
+      if (++copy_in_batch == kBatch) {
+        copy_in_batch = 0;
+        batch_blk = next_batch_blk;
+        next_batch_blk = batch_of(copy_tile + kBatch * kStride);
+      }
+    };
+    for (uint32_t s = 0; s + 1 < kStages; ++s) copy_next();
+    for (uint32_t stage = 0; base < t1; base += kStride) {
+      __syncwarp();  // every lane is done reading the stage copy_next refills
+      copy_next();
+      cp_async_wait<kStages - 1>();
+      __syncwarp();  // every lane's copies of this tile are visible
+      const uint32_t src = my_stages + stage * stage_bytes;
+      stage = stage + 1 == kStages ? 0 : stage + 1;
+      // The pieces the register loop below loads, from the stage.
+      Vec kv[TN][NKC];
+#pragma unroll
+      for (int nt = 0; nt < TN; ++nt) {
+        const uint32_t r = 8 * nt + g;
+#pragma unroll
+        for (int i = 0; i < NKC; ++i) {
+          const uint32_t pb = uint32_t(sizeof(Vec)) * (c + 4 * i);
+          kv[nt][i] = 8 * (c + 4 * i) < D ? lds(src + r * pitch + (pb ^ kx(r)), &kv[nt][i]) : Vec{};
+        }
+      }
+      Vec vv[2 * TN][NVC];
+#pragma unroll
+      for (int nt = 0; nt < TN; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const uint32_t r = 8 * nt + 2 * c + u;
+#pragma unroll
+          for (int j = 0; j < NVC; ++j) {
+            const uint32_t pb = uint32_t(sizeof(Vec)) * (g + 8 * j);
+            vv[2 * nt + u][j] = 8 * (g + 8 * j) < D
+                                    ? lds(src + (TT + r) * pitch + (pb ^ vx(r)), &vv[2 * nt + u][j])
+                                    : Vec{};
+          }
+        }
+      consume(base, kv, vv, [] {});
+    }
+  } else {
+    // Registers: each tile's rows are loaded straight into the lanes' pieces.
+    int32_t blk = block_of(base);
+    if constexpr (SPARKRT_PA_PREFETCH >= 2) {
+      for (int d = 1; d < SPARKRT_PA_PREFETCH; ++d)
+        prefetch_tile(base + d * kStride, block_of(base + d * kStride));
+    }
+    for (; base < t1; base += kStride) {
+      // K: lane (g, c) reads token base + 8 nt + g, pieces c + 4i.
+      Vec kv[TN][NKC];
+  #pragma unroll
+      for (int nt = 0; nt < TN; ++nt) {
+        const uint32_t tok = base + 8 * nt + g;
+        const int32_t b = __shfl_sync(kFull, blk, 8 * nt + g);
+        const uint64_t off = row_off(b, tok) + 8 * c;
+  #pragma unroll
+        for (int i = 0; i < NKC; ++i) {
+          if (tok < t1 && 8 * (c + 4 * i) < D)
+            kv[nt][i] = load_stream(reinterpret_cast<const Vec*>(kc + off + 32 * i));
+          else
+            kv[nt][i] = Vec{};
+        }
+      }
+      // V: lane (g, c) reads tokens base + 8 nt + 2c + u (index 2 nt + u),
+      // pieces g + 8j.
+      Vec vv[2 * TN][NVC];
+  #pragma unroll
+      for (int nt = 0; nt < TN; ++nt)
+  #pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const uint32_t tok = base + 8 * nt + 2 * c + u;
+          const int32_t b = __shfl_sync(kFull, blk, 8 * nt + 2 * c + u);
+          const uint64_t off = row_off(b, tok) + 8 * g;
+  #pragma unroll
+          for (int j = 0; j < NVC; ++j) {
+            if (tok < t1 && 8 * (g + 8 * j) < D)
+              vv[2 * nt + u][j] = load_stream(reinterpret_cast<const Vec*>(vc + off + 64 * j));
+            else
+              vv[2 * nt + u][j] = Vec{};
+          }
+        }
+      const int32_t blk_next = block_of(base + kStride);
+      int32_t blk_ahead = blk_next;
+      if constexpr (SPARKRT_PA_PREFETCH >= 2)
+        blk_ahead = block_of(base + SPARKRT_PA_PREFETCH * kStride);
+      consume(base, kv, vv, [&] {
+        if constexpr (SPARKRT_PA_PREFETCH >= 1)
+          prefetch_tile(base + SPARKRT_PA_PREFETCH * kStride, blk_ahead);
+      });
+      blk = blk_next;
+    }
   }
 
   // Merge the warps: a common max per head, then a tree sum of the
@@ -594,28 +743,39 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
       o[mt][q + 2] *= f;
     }
   }
-#pragma unroll
-  for (int half = kWarps / 2; half >= 1; half /= 2) {
-    if (warp >= half && warp < 2 * half) {
-#pragma unroll
-      for (int k = 0; k < 4 * MT; ++k) sm.red[warp - half][k][lane] = o[k / 4][k % 4];
-    }
-    __syncthreads();
-    if (warp < half) {
-#pragma unroll
-      for (int k = 0; k < 4 * MT; ++k) o[k / 4][k % 4] += sm.red[warp][k][lane];
-    }
-    __syncthreads();
+  // The reduction's buffer: dynamic shared memory if it holds half the
+  // warps' accumulators, else the static one, `red_cap` warps at a time.
+  constexpr uint32_t kSlot = 4 * MT * 32;  // floats of one warp's accumulators
+  float* red = sm.red;
+  uint32_t red_cap = uint32_t(sizeof(sm.red) / sizeof(float)) / kSlot;
+  if (dynamic_smem_bytes() >= (kWarps / 2) * kSlot * sizeof(float)) {
+    red = reinterpret_cast<float*>(dyn);
+    red_cap = kWarps / 2;
   }
-  if (warp != 0) {
-    // (The merge's barriers are the same instructions for every warp.)
-    if constexpr (MERGE) merge_splits(p, hpc, sm);
-    return;
+  for (uint32_t half = kWarps / 2; half >= 1; half /= 2) {
+    for (uint32_t c0 = 0; c0 < half; c0 += red_cap) {
+      const uint32_t n = min(red_cap, half - c0);  // warps half + c0 + i add into c0 + i
+      const uint32_t w = uint32_t(warp);
+      if (w >= half + c0 && w < half + c0 + n) {
+        float* slot = red + (w - half - c0) * kSlot;
+#pragma unroll
+        for (int k = 0; k < 4 * MT; ++k) slot[k * 32 + lane] = o[k / 4][k % 4];
+      }
+      __syncthreads();
+      if (w >= c0 && w < c0 + n) {
+        const float* slot = red + (w - c0) * kSlot;
+#pragma unroll
+        for (int k = 0; k < 4 * MT; ++k) o[k / 4][k % 4] += slot[k * 32 + lane];
+      }
+      __syncthreads();
+    }
   }
+  // Warp 0 writes; every warp then takes part in the merge from this one
+  // call (its barriers must be reached converged).
 #pragma unroll
   for (int q = 0; q < 2; ++q) {
     const uint32_t h = 2 * c + q;
-    if (h >= hpc) continue;
+    if (warp != 0 || h >= hpc) continue;
     const uint64_t qrow = uint64_t{seq} * p.num_q_heads + head0 + h;
     const float inv = lh[q] > 0.f ? p.v_scale / lh[q] : 0.f;
     const uint64_t prow = qrow * p.num_splits + blockIdx.z;
@@ -644,6 +804,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm) 
 template <typename T, bool MERGE = false>
 __device__ __forceinline__ void dispatch(const Params& p) {
   __shared__ __align__(16) Smem sm;
+  extern __shared__ __align__(128) unsigned char dyn[];
   const uint32_t D = p.head_dim;
   if (D == 0 || D % 8 != 0 || D > kMaxHeadDim || p.num_kv_heads == 0 ||
       p.num_q_heads % p.num_kv_heads != 0 || p.num_q_heads % gridDim.x != 0 || p.block_size == 0)
@@ -651,9 +812,9 @@ __device__ __forceinline__ void dispatch(const Params& p) {
   const uint32_t hpc = p.num_q_heads / gridDim.x;
   if (hpc == 0 || hpc > kMaxHpc || (p.num_q_heads / p.num_kv_heads) % hpc != 0) return;
   if (MERGE && p.num_splits > kMaxMergeSplits) return;
-  if (D <= 64) return decode<T, 2, 1, 2, MERGE>(p, hpc, sm);
-  if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128, MERGE>(p, hpc, sm);
-  return decode<T, 8, 4, 1, MERGE>(p, hpc, sm);
+  if (D <= 64) return decode<T, 2, 1, 2, MERGE>(p, hpc, sm, dyn);
+  if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128, MERGE>(p, hpc, sm, dyn);
+  return decode<T, 8, 4, 1, MERGE>(p, hpc, sm, dyn);
 }
 
 __device__ __forceinline__ Params make_params(const __nv_bfloat16* q, const void* k_cache,

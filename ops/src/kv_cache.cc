@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -284,14 +285,54 @@ struct DecodeShape {
   uint32_t num_splits;
   DevicePtr k_cache;
   DevicePtr v_cache;
+  uint32_t elem_bytes;          // of a cache element
+  uint64_t block_stride_bytes;  // between cache blocks
 };
+
+uint64_t block_stride_bytes(const PagedDecodeAttnArgs& a) {
+  return uint64_t{a.block_size} * a.num_kv_heads * a.head_dim * 2;
+}
+uint64_t block_stride_bytes(const PagedDecodeAttnFp8Args& a) { return a.cache_stride; }
 
 template <typename A>
 DecodeShape shape_of(const A& a) {
-  return {a.max_blocks_per_seq, a.num_seqs,       a.num_q_heads, a.num_kv_heads,
-          a.head_dim,           a.block_size,     a.q_stride,    a.sliding_window,
-          a.max_seq_len,        a.workspace,      a.workspace_bytes, a.num_splits,
-          a.k_cache,            a.v_cache};
+  return {a.max_blocks_per_seq,
+          a.num_seqs,
+          a.num_q_heads,
+          a.num_kv_heads,
+          a.head_dim,
+          a.block_size,
+          a.q_stride,
+          a.sliding_window,
+          a.max_seq_len,
+          a.workspace,
+          a.workspace_bytes,
+          a.num_splits,
+          a.k_cache,
+          a.v_cache,
+          std::is_same_v<A, PagedDecodeAttnArgs> ? 2u : 1u,
+          block_stride_bytes(a)};
+}
+
+// Dynamic shared memory for the decode entries' staging (paged_attention.cu):
+// each of the 8 warps keeps two tiles of TT tokens' K and V rows (one in
+// flight while it computes the other; three or four measured no faster on
+// the H200), rows padded to 128 bytes. 0 when that does not leave room for
+// two CTAs per multiprocessor, and the kernel loads rows into registers. A
+// multiprocessor's shared memory is the per-block opt-in limit + 1 KB on
+// sm_80..sm_121, and each CTA reserves 1 KB of it besides its static shared
+// memory (under kDecodeStaticSmem).
+constexpr uint32_t kDecodeStaticSmem = 16 * 1024;
+constexpr uint32_t kDecodeStages = 2;
+
+uint32_t decode_shared_mem(const DeviceProperties& props, const DecodeShape& s) {
+  const uint32_t row = s.head_dim * s.elem_bytes;
+  if (row % 16 != 0 || s.block_stride_bytes % 16 != 0) return 0;  // 16-byte copies
+  const uint32_t tile = s.head_dim <= 64 ? 16 : 8;  // tokens of a warp iteration
+  const uint32_t bytes =
+      kDecodeStages * (kKvBlockThreads / 32) * 2 * tile * ((row + 127) / 128 * 128);
+  const uint32_t per_cta = (props.max_shared_memory_per_block_optin + 1024) / 2;
+  return kDecodeStaticSmem + 1024 + bytes <= per_cta ? bytes : 0;
 }
 
 constexpr uint64_t kWorkspaceAlign = 256;
@@ -336,6 +377,7 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
                                        s.k_cache.addr, s.v_cache.addr));
   }
   DecodePlan plan;
+  plan.shared_mem = decode_shared_mem(props, s);
   // The most query heads of one KV head a CTA can serve (the rows of the
   // kernel's tensor-core tiles): each K/V row is then read once for all of
   // them, and once per CTA of its group when the group is larger.
@@ -477,11 +519,16 @@ KernelLaunch& dtype_args(KernelLaunch& l, const PagedDecodeAttnFp8Args& a) {
 // workspace pieces), the shape, the dtype's arguments and, for the split
 // entries, num_splits.
 template <typename Args>
-absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a, Dim3 grid,
-                           std::initializer_list<DevicePtr> outputs, uint32_t num_splits,
+absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a,
+                           const DecodePlan& plan, std::initializer_list<DevicePtr> outputs,
                            Stream stream) {
   KernelLaunch l(dev, kernel);
-  l.grid(grid).block({kKvBlockThreads}).arg(a.q).arg(a.k_cache).arg(a.v_cache);
+  l.grid({a.num_q_heads / plan.heads_per_cta, a.num_seqs, plan.num_splits})
+      .block({kKvBlockThreads})
+      .shared_mem(plan.shared_mem)
+      .arg(a.q)
+      .arg(a.k_cache)
+      .arg(a.v_cache);
   for (DevicePtr p : outputs) l.arg(p);
   l.arg(a.block_tables)
       .arg(a.seq_lens)
@@ -492,7 +539,7 @@ absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a, Dim
       .arg(a.block_size)
       .arg(a.inv_sqrt_d);
   dtype_args(l, a);
-  if (num_splits > 1) l.arg(num_splits);
+  if (plan.num_splits > 1) l.arg(plan.num_splits);
   return l.launch(stream);
 }
 
@@ -501,18 +548,17 @@ absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a, Dim
 template <typename Args>
 absl::Status decode(Device& dev, const KvCacheKernels& k, const DecodeEntries& e, const Args& a,
                     const DecodePlan& plan, Stream stream) {
-  const Dim3 grid{a.num_q_heads / plan.heads_per_cta, a.num_seqs, plan.num_splits};
-  if (plan.num_splits == 1) return launch_decode(dev, e.one_pass, a, grid, {a.out}, 1, stream);
+  if (plan.num_splits == 1) return launch_decode(dev, e.one_pass, a, plan, {a.out}, stream);
   const DevicePtr counters = a.workspace;
   const DevicePtr part_acc = a.workspace + paged_decode_counter_bytes(a.workspace_bytes);
   const DevicePtr part_ml =
       part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits);
   if (plan.num_splits >= kMinMergeSplits) {
-    return launch_decode(dev, e.split_merge, a, grid, {a.out, part_acc, part_ml, counters},
-                         plan.num_splits, stream);
+    return launch_decode(dev, e.split_merge, a, plan, {a.out, part_acc, part_ml, counters},
+                         stream);
   }
   SPARKRT_OPS_RETURN_IF_ERROR(
-      launch_decode(dev, e.split, a, grid, {part_acc, part_ml}, plan.num_splits, stream));
+      launch_decode(dev, e.split, a, plan, {part_acc, part_ml}, stream));
   return KernelLaunch(dev, k.paged_decode_attn_combine)
       .grid({a.num_q_heads, a.num_seqs})
       .block({kKvBlockThreads})

@@ -1,7 +1,7 @@
 // Contract tests of the decode-attention ops on the recording mock (132
 // multiprocessors, like an H200): the one-pass launch, the heads-per-CTA
-// choice, and when and how the op splits the KV range (one split-merge
-// launch, with the workspace laid out as documented).
+// choice, the staging memory, and when and how the op splits the KV range
+// (one split-merge launch, with the workspace laid out as documented).
 #include <algorithm>
 #include <random>
 #include <vector>
@@ -42,13 +42,18 @@ struct Fixture : MockDevice {
   }
 };
 
-void check_common(const MockLaunch& l, const char* entry, Dim3 grid, Stream stream) {
+// Dynamic shared memory of a bf16 head_dim 128 decode launch: 2 stages of
+// 8 warps x (K + V) x 8 tokens x 256 bytes.
+constexpr uint32_t kStaged = 2 * 8 * 2 * 8 * 256;
+
+void check_common(const MockLaunch& l, const char* entry, Dim3 grid, Stream stream,
+                  uint32_t shared_mem = kStaged) {
   INFO("recorded: ", l);
   CHECK(l.module == "paged_attention");
   CHECK(l.entry == entry);
   CHECK(l.grid == grid);
   CHECK(l.block == Dim3{256});
-  CHECK(l.shared_mem == 0);
+  CHECK(l.shared_mem == shared_mem);
   CHECK(l.stream == stream);
 }
 
@@ -265,7 +270,7 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
   REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, a, f.stream));
   auto launches = f.mock.launches();
   REQUIRE(launches.size() == 1);
-  check_common(launches[0], "paged_decode_attn_fp8", Dim3{2, 4}, f.stream);
+  check_common(launches[0], "paged_decode_attn_fp8", Dim3{2, 4}, f.stream, 2 * 8 * 2 * 16 * 128);
   check_args(launches[0],
              {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache), MockArg::of(a.out),
               MockArg::of(a.block_tables), MockArg::of(a.seq_lens),
@@ -288,7 +293,8 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
   const uint32_t n = 7;
   const DevicePtr part_acc = b.workspace + b.workspace_bytes / 16 / 256 * 256;
   const DevicePtr part_ml = part_acc + ((uint64_t{4} * 16 * n * 64 * 4 + 255) / 256 * 256);
-  check_common(launches[0], "paged_decode_attn_fp8_split", Dim3{2, 4, n}, f.stream);
+  check_common(launches[0], "paged_decode_attn_fp8_split", Dim3{2, 4, n}, f.stream,
+               2 * 8 * 2 * 16 * 128);
   check_args(launches[0],
              {MockArg::of(b.q), MockArg::of(b.k_cache), MockArg::of(b.v_cache),
               MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(b.block_tables),
@@ -297,9 +303,74 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
               MockArg::of(b.block_size), MockArg::of(b.inv_sqrt_d), MockArg::of(b.k_scale),
               MockArg::of(b.v_scale), MockArg::of(b.q_stride), MockArg::of(b.cache_stride),
               MockArg::of(b.sliding_window), MockArg::of(n)});
-  check_common(launches[1], "paged_decode_attn_combine", Dim3{16, 4}, f.stream);
+  check_common(launches[1], "paged_decode_attn_combine", Dim3{16, 4}, f.stream, 0);
   check_args(launches[1], {MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(b.out),
                            MockArg::of(b.num_q_heads), MockArg::of(b.head_dim), MockArg::of(n)});
+}
+
+TEST_CASE("ops mock: decode staging memory by head_dim, dtype and alignment") {
+  Fixture f;
+  // The mock has the H200's 227 KB per block (228 KB per multiprocessor):
+  // two CTAs leave each 99 KB for staging besides 16 KB of static shared
+  // memory. Two stages of 8 warps x (K + V) x TT tokens x rows padded to 128
+  // bytes (TT = 16 up to head_dim 64, else 8), or none.
+  struct Case {
+    bool fp8;
+    uint32_t dim;
+    uint64_t stride_pad;  // bytes added to the fp8 block stride
+    uint32_t shared_mem;
+  };
+  for (const Case c : {
+           Case{false, 64, 0, 2 * 8 * 2 * 16 * 128},
+           Case{false, 128, 0, 2 * 8 * 2 * 8 * 256},
+           Case{false, 96, 0, 2 * 8 * 2 * 8 * 256},  // 192-byte rows padded to 256
+           Case{false, 256, 0, 0},                   // 128 KB: registers
+           Case{true, 128, 0, 2 * 8 * 2 * 8 * 128},
+           Case{true, 256, 16, 2 * 8 * 2 * 8 * 256},
+           Case{true, 64, 0, 2 * 8 * 2 * 16 * 128},
+           Case{true, 72, 0, 0},   // 72-byte rows: no 16-byte copies
+           Case{true, 128, 8, 0},  // a block stride of 8 mod 16 bytes
+       }) {
+    CAPTURE(c.fp8);
+    CAPTURE(c.dim);
+    CAPTURE(c.stride_pad);
+    REQUIRE_OK(f.mock.reset());
+    ops::PagedDecodeAttnArgs a = f.bf16_args(64, 16);
+    a.head_dim = c.dim;
+    a.q_stride = 32 * c.dim;
+    if (!c.fp8) {
+      auto plan = ops::plan_paged_decode(*f.dev, a);
+      REQUIRE(plan.ok());
+      CHECK(plan->shared_mem == c.shared_mem);
+      REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
+    } else {
+      ops::PagedDecodeAttnFp8Args b{.q = a.q,
+                                    .k_cache = a.k_cache,
+                                    .v_cache = a.v_cache,
+                                    .out = a.out,
+                                    .block_tables = a.block_tables,
+                                    .seq_lens = a.seq_lens,
+                                    .max_blocks_per_seq = a.max_blocks_per_seq,
+                                    .num_seqs = a.num_seqs,
+                                    .num_q_heads = 32,
+                                    .num_kv_heads = 8,
+                                    .head_dim = c.dim,
+                                    .block_size = 16,
+                                    .inv_sqrt_d = 0.1f,
+                                    .k_scale = 0.5f,
+                                    .v_scale = 0.5f,
+                                    .q_stride = a.q_stride,
+                                    .cache_stride = 16 * 8 * c.dim + c.stride_pad};
+      auto plan = ops::plan_paged_decode(*f.dev, b);
+      REQUIRE(plan.ok());
+      CHECK(plan->shared_mem == c.shared_mem);
+      REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, b, f.stream));
+    }
+    const auto launches = f.mock.launches();
+    REQUIRE(launches.size() == 1);
+    check_common(launches[0], c.fp8 ? "paged_decode_attn_fp8" : "paged_decode_attn_bf16",
+                 Dim3{8, 64}, f.stream, c.shared_mem);
+  }
 }
 
 // The workspace size is the smallest that holds the counters and partials:

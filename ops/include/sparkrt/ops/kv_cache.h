@@ -214,6 +214,14 @@ absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels
 //              With fewer splits: paged_decode_attn_{bf16,fp8}_split, same
 //              grid, writes the partials, then paged_decode_attn_combine,
 //              grid (num_q_heads, num_seqs), block 256, merges them.
+//   staging    the decode launches ask for DecodePlan::shared_mem bytes of
+//              dynamic shared memory, where each warp stages its next tile
+//              with cp.async while it computes the current one; 0 when two
+//              such stages per warp leave no room for two CTAs per
+//              multiprocessor (bf16 head_dim 256 on the H200, bf16 head_dim
+//              over 64 on 99 KB parts) or cache rows or strides are not a
+//              multiple of 16 bytes, and the kernel then loads rows straight
+//              into registers.
 
 // Most query heads one decode CTA serves.
 inline constexpr uint32_t kMaxDecodeHeadsPerCta = 8;
@@ -342,6 +350,9 @@ class DecodeWorkspace {
 struct DecodePlan {
   uint32_t heads_per_cta = 1;  // grid.x = num_q_heads / heads_per_cta
   uint32_t num_splits = 1;     // 1: one pass, no workspace used
+  // Dynamic shared memory of the decode launch: the warps' cp.async staging
+  // (0: the kernel loads rows into registers). See docs/ops.md.
+  uint32_t shared_mem = 0;
 };
 // What paged_decode_attn_{bf16,fp8} launch for these arguments on `dev`.
 // InvalidArgument for shapes the kernels cannot run or a forced split
