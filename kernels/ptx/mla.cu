@@ -457,7 +457,7 @@ struct Source {
 // negative block gets a zero row and flag 0. Each stage has two mbarriers in
 // its flag bytes: `full` completes when every staging lane has arrived and
 // its copies have landed (cp.async.mbarrier.arrive: the lane does not wait
-// for them), `empty` when the 8 consumer warps are done reading the stage.
+// for them), `empty` when the 256 consumer threads are done reading the stage.
 template <uint32_t kStages>
 __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint8_t* stages,
                                            uint32_t n_tiles) {
@@ -551,8 +551,8 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
     return smem_addr(stages + slot * sbytes + flags_at + kTile);
   };
   if (tid < kStages) {
-    mbar_init(full_of(tid), 64);          // each staging lane and its copies
-    mbar_init(full_of(tid) + 8, kWarps);  // lane 0 of each consumer warp
+    mbar_init(full_of(tid), 64);               // each staging lane and its copies
+    mbar_init(full_of(tid) + 8, kWarps * 32);  // every consumer thread
   }
   __syncthreads();  // the last barrier the staging warp joins
   if (warp == kWarps) return stage_rows<kStages>(p, cta, stages, n_tiles);
@@ -729,10 +729,11 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
         }
       }
     }
-    // This warp is done with the stage (its reads ordered before lane 0's
-    // arrival by the warp barrier): the staging warp may refill it.
-    __syncwarp();
-    if (lane == 0) mbar_arrive(full_of(tile % kStages) + 8);
+    // This thread is done with the stage: once every consumer thread has
+    // arrived, the staging warp may refill it. (Each thread's own arrival
+    // orders its reads, which race checkers follow; one arrival per warp
+    // after a warp barrier measured no faster.)
+    mbar_arrive(full_of(tile % kStages) + 8);
   }
 
   // ── the rows' final (max, sum), then each warp writes its dims.

@@ -188,7 +188,6 @@ __device__ __forceinline__ uint4 lds(uint32_t addr, uint4*) {
 }
 __device__ __forceinline__ uint2 lds(uint32_t addr, uint2*) { return lds_u2(addr); }
 
-
 struct Params {
   const __nv_bfloat16* q;
   const void* k_cache;
@@ -210,10 +209,11 @@ struct Params {
 
 // Static shared memory of one CTA: q's fragments, the warps' (max, sum) per
 // head, and a small buffer for the warps' tree reduction (as many warps'
-// accumulators at once as fit) and the split-merge weights. Dynamic shared memory, when the launch gives kWarps * kStages
-// stages of 2 * TT * pitch bytes, holds each warp's staging while the tiles
-// run (else the lanes load rows into registers), then, if it holds half the
-// warps' accumulators, the reduction.
+// accumulators at once as fit) and the split-merge weights. Dynamic shared
+// memory, when the launch gives kWarps * kStages stages of 2 * TT * pitch
+// bytes, holds each warp's staging while the tiles run (else the lanes load
+// rows into registers), then, if it holds half the warps' accumulators, the
+// reduction.
 constexpr int kMaxAccRegs = 4 * 4 * (kMaxHeadDim / 64);  // m-tiles x 4 at head_dim 256
 constexpr uint32_t kMaxMergeSplits = 256;  // most splits a split-merge launch merges
 struct Smem {
@@ -670,12 +670,12 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     for (; base < t1; base += kStride) {
       // K: lane (g, c) reads token base + 8 nt + g, pieces c + 4i.
       Vec kv[TN][NKC];
-  #pragma unroll
+#pragma unroll
       for (int nt = 0; nt < TN; ++nt) {
         const uint32_t tok = base + 8 * nt + g;
         const int32_t b = __shfl_sync(kFull, blk, 8 * nt + g);
         const uint64_t off = row_off(b, tok) + 8 * c;
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < NKC; ++i) {
           if (tok < t1 && 8 * (c + 4 * i) < D)
             kv[nt][i] = load_stream(reinterpret_cast<const Vec*>(kc + off + 32 * i));
@@ -686,14 +686,14 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
       // V: lane (g, c) reads tokens base + 8 nt + 2c + u (index 2 nt + u),
       // pieces g + 8j.
       Vec vv[2 * TN][NVC];
-  #pragma unroll
+#pragma unroll
       for (int nt = 0; nt < TN; ++nt)
-  #pragma unroll
+#pragma unroll
         for (int u = 0; u < 2; ++u) {
           const uint32_t tok = base + 8 * nt + 2 * c + u;
           const int32_t b = __shfl_sync(kFull, blk, 8 * nt + 2 * c + u);
           const uint64_t off = row_off(b, tok) + 8 * g;
-  #pragma unroll
+#pragma unroll
           for (int j = 0; j < NVC; ++j) {
             if (tok < t1 && 8 * (g + 8 * j) < D)
               vv[2 * nt + u][j] = load_stream(reinterpret_cast<const Vec*>(vc + off + 64 * j));

@@ -328,7 +328,8 @@ constexpr uint32_t kDecodeStages = 2;
 uint32_t decode_shared_mem(const DeviceProperties& props, const DecodeShape& s) {
   const uint32_t row = s.head_dim * s.elem_bytes;
   if (row % 16 != 0 || s.block_stride_bytes % 16 != 0) return 0;  // 16-byte copies
-  const uint32_t tile = s.head_dim <= 64 ? 16 : 8;  // tokens of a warp iteration
+  // Tokens of a warp iteration.
+  const uint32_t tile = s.head_dim <= 64 ? 16 : 8;
   const uint32_t bytes =
       kDecodeStages * (kKvBlockThreads / 32) * 2 * tile * ((row + 127) / 128 * 128);
   const uint32_t per_cta = (props.max_shared_memory_per_block_optin + 1024) / 2;
@@ -519,9 +520,8 @@ KernelLaunch& dtype_args(KernelLaunch& l, const PagedDecodeAttnFp8Args& a) {
 // workspace pieces), the shape, the dtype's arguments and, for the split
 // entries, num_splits.
 template <typename Args>
-absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a,
-                           const DecodePlan& plan, std::initializer_list<DevicePtr> outputs,
-                           Stream stream) {
+absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a, const DecodePlan& plan,
+                           std::initializer_list<DevicePtr> outputs, Stream stream) {
   KernelLaunch l(dev, kernel);
   l.grid({a.num_q_heads / plan.heads_per_cta, a.num_seqs, plan.num_splits})
       .block({kKvBlockThreads})
@@ -554,11 +554,9 @@ absl::Status decode(Device& dev, const KvCacheKernels& k, const DecodeEntries& e
   const DevicePtr part_ml =
       part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits);
   if (plan.num_splits >= kMinMergeSplits) {
-    return launch_decode(dev, e.split_merge, a, plan, {a.out, part_acc, part_ml, counters},
-                         stream);
+    return launch_decode(dev, e.split_merge, a, plan, {a.out, part_acc, part_ml, counters}, stream);
   }
-  SPARKRT_OPS_RETURN_IF_ERROR(
-      launch_decode(dev, e.split, a, plan, {part_acc, part_ml}, stream));
+  SPARKRT_OPS_RETURN_IF_ERROR(launch_decode(dev, e.split, a, plan, {part_acc, part_ml}, stream));
   return KernelLaunch(dev, k.paged_decode_attn_combine)
       .grid({a.num_q_heads, a.num_seqs})
       .block({kKvBlockThreads})
