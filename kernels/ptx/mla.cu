@@ -809,7 +809,6 @@ __device__ __forceinline__ void run(const Params& p) {
 
 }  // namespace tiled
 
-
 // Decode over an FP8 E4M3 cache (K = fp8 * k_scale, V = fp8 * v_scale,
 // cache_stride bytes per block), with a sliding window, optional per-head
 // sinks and an optional compressed pool of comp_block_count FP8 rows per

@@ -7,9 +7,12 @@
 // arithmetic stays off the issue path. A CTA of 8 warps serves `hpc` (up to
 // 8) query heads that share one KV head, so K/V are read once for all of
 // them. Each warp walks its own tiles of 8 tokens (16 for head_dim <= 64)
-// with its own online softmax (base 2) and no barrier, loading a tile's K and
-// V rows straight into registers and asking L2 for the next tile's rows; the
-// warps' results are merged through shared memory at the end.
+// with its own online softmax (base 2) and no barrier. When the launch gives
+// dynamic shared memory, a warp copies its next tile's rows into its own
+// stage with cp.async while it computes the current one; without it, the
+// lanes load a tile's K and V rows straight into registers and ask L2 for
+// the next tile's rows. The warps' results are merged through shared memory
+// at the end.
 //
 // The products run on the tensor cores (mma.sync, f32 accumulate), with the
 // query heads as the 16 rows of the matrix (rows past hpc are zero):
@@ -42,7 +45,6 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <cstddef>
 #include <cstdint>
 
 #include "sparkrt_kernel_utils.cuh"
