@@ -218,10 +218,10 @@ absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels
 //              dynamic shared memory, where each warp stages its next tile
 //              with cp.async while it computes the current one; 0 when two
 //              such stages per warp leave no room for two CTAs per
-//              multiprocessor (bf16 head_dim 256 on the H200, bf16 head_dim
-//              over 64 on 99 KB parts) or cache rows or strides are not a
-//              multiple of 16 bytes, and the kernel then loads rows straight
-//              into registers.
+//              multiprocessor (bf16 head_dim 256 on the H200; all but fp8
+//              head_dim 72..128 on 99 KB parts such as a GB10) or cache rows
+//              or strides are not a multiple of 16 bytes, and the kernel then
+//              loads rows straight into registers.
 
 // Most query heads one decode CTA serves.
 inline constexpr uint32_t kMaxDecodeHeadsPerCta = 8;
