@@ -5,9 +5,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace sparkrt::mock {
 namespace {
@@ -86,7 +89,50 @@ MockDevice::~MockDevice() {
   for (void* p : host_allocations_) ::operator delete(p, std::align_val_t{64});
 }
 
+namespace {
+
+// SPARKRT_MOCK_PROPERTIES: comma-separated key=value pairs that change what
+// the device reports, e.g. "multiprocessor_count=48,
+// max_shared_memory_per_block_optin=101376" for a GB10-like part.
+absl::Status parse_properties(absl::string_view text, uint32_t& multiprocessors,
+                              uint32_t& shared_optin) {
+  constexpr absl::string_view kKnown = "multiprocessor_count, max_shared_memory_per_block_optin";
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    item = absl::StripAsciiWhitespace(item);
+    const size_t eq = item.find('=');
+    const absl::string_view key = absl::StripAsciiWhitespace(item.substr(0, eq));
+    uint32_t value = 0;
+    if (eq == absl::string_view::npos ||
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(item.substr(eq + 1)), &value) || value == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "SPARKRT_MOCK_PROPERTIES: '%s' is not key=<positive integer> (keys: %s)", item, kKnown));
+    }
+    if (key == "multiprocessor_count") {
+      multiprocessors = value;
+    } else if (key == "max_shared_memory_per_block_optin") {
+      if (value < 48 * 1024) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "SPARKRT_MOCK_PROPERTIES: max_shared_memory_per_block_optin %d is below the 49152 "
+            "bytes every block may use",
+            value));
+      }
+      shared_optin = value;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("SPARKRT_MOCK_PROPERTIES: unknown key '%s' (keys: %s)", key, kKnown));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status MockDevice::init_from_environment() {
+  if (const char* props = std::getenv("SPARKRT_MOCK_PROPERTIES"); props != nullptr) {
+    std::lock_guard lock(mu_);
+    absl::Status s = parse_properties(props, multiprocessor_count_, shared_memory_optin_);
+    if (!s.ok()) return s;
+  }
   const char* path = std::getenv("SPARKRT_MOCK_LOG");
   if (path == nullptr || path[0] == '\0') return absl::OkStatus();
   std::lock_guard lock(mu_);
@@ -176,7 +222,7 @@ absl::Status MockDevice::properties(SparkrtDeviceProperties& out) {
   std::snprintf(out.name, sizeof(out.name), "%s", "sparkrt mock device");
   out.architecture[0] = '\0';  // no native image format: PTX only
   out.total_memory = kTotalMemory;
-  out.multiprocessor_count = 132;
+  out.multiprocessor_count = multiprocessor_count_;
   out.warp_size = 32;
   out.max_threads_per_block = 1024;
   out.max_block_dim[0] = 1024;
@@ -186,7 +232,7 @@ absl::Status MockDevice::properties(SparkrtDeviceProperties& out) {
   out.max_grid_dim[1] = 65535;
   out.max_grid_dim[2] = 65535;
   out.max_shared_memory_per_block = 48 * 1024;
-  out.max_shared_memory_per_block_optin = 227 * 1024;
+  out.max_shared_memory_per_block_optin = shared_memory_optin_;
   out.compute_capability_major = 0;  // not a CUDA device
   out.compute_capability_minor = 0;
   out.image_formats = 1u << SPARKRT_IMAGE_PTX;

@@ -83,7 +83,8 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   MockDevice(uint64_t serial, void (*on_close)(sdk::Device*));
   ~MockDevice() override;
 
-  // Opens the SPARKRT_MOCK_LOG file, when set.
+  // Opens the SPARKRT_MOCK_LOG file, when set, and applies
+  // SPARKRT_MOCK_PROPERTIES (README.md).
   absl::Status init_from_environment();
 
   // ---- sdk::Device ----
@@ -209,6 +210,11 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   std::vector<LaunchRecord> launches_;
   std::vector<ArgRecord> args_;
   std::vector<std::byte> arg_bytes_;
+
+  // The properties a test may change (SPARKRT_MOCK_PROPERTIES); by default
+  // an H200's, so op geometry chosen on the mock is the one a GPU gets.
+  uint32_t multiprocessor_count_ = 132;
+  uint32_t shared_memory_optin_ = 227 * 1024;
 
   std::vector<Denial> denials_;
   uint64_t memory_cap_ = 0;  // 0: none

@@ -52,7 +52,41 @@ TEST_CASE("mock device: properties are plausible and PTX only") {
   CHECK(p.max_shared_memory_per_block == 48 * 1024);
   CHECK(p.max_shared_memory_per_block_optin == 227 * 1024);
   CHECK(p.warp_size == 32);
+  CHECK(p.multiprocessor_count == 132);
   CHECK(dev->backend_name() == "mock");
+}
+
+TEST_CASE("mock device: SPARKRT_MOCK_PROPERTIES changes the reported SMs and shared memory") {
+  ::setenv("SPARKRT_MOCK_PROPERTIES",
+           " multiprocessor_count=48, max_shared_memory_per_block_optin = 101376 ", 1);
+  auto dev = sparkrt::Device::open({.backend = "mock"});
+  ::unsetenv("SPARKRT_MOCK_PROPERTIES");
+  REQUIRE_OK(dev.status());
+  CHECK((*dev)->properties().multiprocessor_count == 48);
+  CHECK((*dev)->properties().max_shared_memory_per_block_optin == 101376);
+  CHECK((*dev)->properties().max_shared_memory_per_block == 48 * 1024);
+  auto again = open_mock();  // the variable is read at each open
+  CHECK(again->properties().multiprocessor_count == 132);
+
+  struct Bad {
+    const char* text;
+    std::vector<std::string_view> parts;
+  };
+  for (const Bad& b : {Bad{"sm_count=10", {"unknown key 'sm_count'", "multiprocessor_count"}},
+                       Bad{"multiprocessor_count=0", {"'multiprocessor_count=0'"}},
+                       Bad{"multiprocessor_count", {"key=<positive integer>"}},
+                       Bad{"max_shared_memory_per_block_optin=4096", {"4096", "49152"}}}) {
+    CAPTURE(b.text);
+    ::setenv("SPARKRT_MOCK_PROPERTIES", b.text, 1);
+    auto bad = sparkrt::Device::open({.backend = "mock"});
+    ::unsetenv("SPARKRT_MOCK_PROPERTIES");
+    REQUIRE_FALSE(bad.ok());
+    check_error(bad.status(), StatusCode::kInvalidArgument, {"SPARKRT_MOCK_PROPERTIES"});
+    for (std::string_view part : b.parts) {
+      INFO("expected in message: ", std::string(part));
+      CHECK(contains(bad.status(), part));
+    }
+  }
 }
 
 TEST_CASE("mock lookups: recorded in order, one distinct kernel per (module, entry)") {

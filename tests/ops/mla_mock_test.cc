@@ -12,6 +12,7 @@
 
 using namespace mlatest;
 using opstest::contains;
+using opstest::kGb10Properties;
 using sparkrt::DevicePtr;
 using sparkrt::Dim3;
 using sparkrt::testing::MockArg;
@@ -20,6 +21,7 @@ namespace ops = sparkrt::ops;
 namespace {
 
 struct MlaMock : MockDevice {
+  explicit MlaMock(const char* properties = nullptr) : MockDevice(properties) {}
   ops::MlaKernels kernels = resolve_kernels<ops::MlaKernels>(*dev);
   // `s` is InvalidArgument naming `text`, and nothing more was launched.
   void refused(const absl::Status& s, const char* text, size_t launches_before) const {
@@ -284,6 +286,25 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, tiled: 16 query heads of one KV head 
   CHECK(plan->tiled);
   CHECK(plan->block == Dim3{288});
   CHECK(plan->shared_mem == shared_mem);
+}
+
+TEST_CASE("mla mock: mla_paged_decode_fp8 on a GB10-like device: 2 stages in 99 KB") {
+  MlaMock f(kGb10Properties);
+  auto a = random_fp8_args(f);
+  a.num_seqs = f.u32(9, 16);
+  a.v_cache = a.k_cache;  // 3 stages (135 KB) do not fit 99 KB; 2 (95 KB) do
+  REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
+  constexpr uint32_t kTwoStages = 21248 + 2 * (64 * 592 + 128);
+  const uint32_t group = a.num_q_heads / a.num_kv_heads;
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8",
+               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{288}, f.stream,
+               decode_launch_args(a, fp8_tail(a)), kTwoStages);
+  // A separate V pool needs 2 x 70 KB: no tiled geometry fits, one CTA per head.
+  REQUIRE_OK(f.mock.reset());
+  a.v_cache = f.fake_ptr();
+  REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs},
+               Dim3{256}, f.stream, decode_launch_args(a, fp8_tail(a)));
 }
 
 TEST_CASE("mla mock: mla_paged_decode_fp8, one CTA per head for shapes the tiles do not take") {

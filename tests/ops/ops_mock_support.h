@@ -5,6 +5,7 @@
 #define SPARKRT_TESTS_OPS_OPS_MOCK_SUPPORT_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <utility>
@@ -22,9 +23,18 @@ Kernels resolve_kernels(sparkrt::Device& dev) {
   return *k;
 }
 
-// A fresh mock device, its inspector and a stream of its own.
+// What a GB10 (DGX Spark) reports that op geometry depends on: 48
+// multiprocessors, 99 KB of shared memory per block.
+inline constexpr char kGb10Properties[] =
+    "multiprocessor_count=48,max_shared_memory_per_block_optin=101376";
+
+// A fresh mock device, its inspector and a stream of its own. `properties`
+// (SPARKRT_MOCK_PROPERTIES syntax) changes what the device reports; by
+// default it reports an H200's multiprocessors and shared memory.
 struct MockDevice {
-  std::unique_ptr<sparkrt::Device> dev = open_device("mock");
+  explicit MockDevice(const char* properties = nullptr) : dev(open_with(properties)) {}
+
+  std::unique_ptr<sparkrt::Device> dev;
   sparkrt::testing::MockInspector mock = attach(*dev);
   sparkrt::Stream stream = new_stream(*dev);
   std::mt19937_64 gen{fresh_seed()};
@@ -46,6 +56,13 @@ struct MockDevice {
     return launches[0];
   }
 
+  static std::unique_ptr<sparkrt::Device> open_with(const char* properties) {
+    if (properties == nullptr) return open_device("mock");
+    ::setenv("SPARKRT_MOCK_PROPERTIES", properties, 1);  // read at open
+    auto d = open_device("mock");
+    ::unsetenv("SPARKRT_MOCK_PROPERTIES");
+    return d;
+  }
   static sparkrt::testing::MockInspector attach(sparkrt::Device& d) {
     auto m = sparkrt::testing::MockInspector::attach(d);
     REQUIRE_MESSAGE(m.ok(), m.status().ToString());

@@ -20,6 +20,7 @@ namespace {
 
 // A fresh mock device (ops_mock_support.h) with the KV-cache kernels resolved.
 struct Fixture : MockDevice {
+  explicit Fixture(const char* properties = nullptr) : MockDevice(properties) {}
   ops::KvCacheKernels kernels = resolve(*dev);
 
   // A Llama-like decode: 32 query heads over 8 KV heads, head_dim 128.
@@ -371,6 +372,51 @@ TEST_CASE("ops mock: decode staging memory by head_dim, dtype and alignment") {
     check_common(launches[0], c.fp8 ? "paged_decode_attn_fp8" : "paged_decode_attn_bf16",
                  Dim3{8, 64}, f.stream, c.shared_mem);
   }
+}
+
+TEST_CASE("ops mock: decode on a GB10-like device (48 SMs, 99 KB per block)") {
+  Fixture f(kGb10Properties);
+  // Two CTAs per multiprocessor leave each (99 + 1) / 2 - 1 - 16 = 33 KB for
+  // staging: 32 KB for fp8 head_dim 128, too little for bf16's 64 KB.
+  ops::PagedDecodeAttnArgs a = f.bf16_args(1, 256);  // context 4096
+  a.workspace = f.fake_ptr();
+  a.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128);
+  auto plan = ops::plan_paged_decode(*f.dev, a);
+  REQUIRE_OK(plan.status());
+  CHECK(plan->shared_mem == 0);
+  // 8 CTAs fill 2 x 48 slots 12 times: 12 splits, one split-merge launch.
+  CHECK(plan->num_splits == 12);
+  REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
+  auto launches = f.mock.launches();
+  REQUIRE(launches.size() == 1);
+  check_common(launches[0], "paged_decode_attn_bf16_split_merge", Dim3{8, 1, 12}, f.stream, 0);
+
+  REQUIRE_OK(f.mock.reset());
+  const ops::PagedDecodeAttnFp8Args b{.q = a.q,
+                                      .k_cache = a.k_cache,
+                                      .v_cache = a.v_cache,
+                                      .out = a.out,
+                                      .block_tables = a.block_tables,
+                                      .seq_lens = a.seq_lens,
+                                      .max_blocks_per_seq = 256,
+                                      .num_seqs = 64,
+                                      .num_q_heads = 32,
+                                      .num_kv_heads = 8,
+                                      .head_dim = 128,
+                                      .block_size = 16,
+                                      .inv_sqrt_d = 0.1f,
+                                      .k_scale = 0.5f,
+                                      .v_scale = 0.5f,
+                                      .q_stride = 32 * 128,
+                                      .cache_stride = 16 * 8 * 128};
+  plan = ops::plan_paged_decode(*f.dev, b);
+  REQUIRE_OK(plan.status());
+  CHECK(plan->shared_mem == 2 * 8 * 2 * 8 * 128);
+  CHECK(plan->num_splits == 1);
+  REQUIRE_OK(ops::paged_decode_attn_fp8(*f.dev, f.kernels, b, f.stream));
+  launches = f.mock.launches();
+  REQUIRE(launches.size() == 1);
+  check_common(launches[0], "paged_decode_attn_fp8", Dim3{8, 64}, f.stream, 2 * 8 * 2 * 8 * 128);
 }
 
 // The workspace size is the smallest that holds the counters and partials:
