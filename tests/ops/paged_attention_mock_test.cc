@@ -41,6 +41,28 @@ struct Fixture : MockDevice {
             .q_stride = 32 * 128 + 2 * 8 * 128,  // q inside a fused QKV row
             .sliding_window = 0};
   }
+
+  // The same decode over an fp8 cache of tightly packed blocks.
+  ops::PagedDecodeAttnFp8Args fp8_args(uint32_t num_seqs, uint32_t max_blocks,
+                                       uint32_t head_dim = 128) {
+    return {.q = fake_ptr(),
+            .k_cache = fake_ptr(),
+            .v_cache = fake_ptr(),
+            .out = fake_ptr(),
+            .block_tables = fake_ptr(),
+            .seq_lens = fake_ptr(),
+            .max_blocks_per_seq = max_blocks,
+            .num_seqs = num_seqs,
+            .num_q_heads = 32,
+            .num_kv_heads = 8,
+            .head_dim = head_dim,
+            .block_size = 16,
+            .inv_sqrt_d = 0.1f,
+            .k_scale = 0.5f,
+            .v_scale = 0.5f,
+            .q_stride = 32 * head_dim,
+            .cache_stride = uint64_t{16} * 8 * head_dim};
+  }
 };
 
 // Dynamic shared memory of a bf16 head_dim 128 decode launch: 2 stages of
@@ -336,32 +358,17 @@ TEST_CASE("ops mock: decode staging memory by head_dim, dtype and alignment") {
     CAPTURE(c.dim);
     CAPTURE(c.stride_pad);
     REQUIRE_OK(f.mock.reset());
-    ops::PagedDecodeAttnArgs a = f.bf16_args(64, 16);
-    a.head_dim = c.dim;
-    a.q_stride = 32 * c.dim;
     if (!c.fp8) {
+      ops::PagedDecodeAttnArgs a = f.bf16_args(64, 16);
+      a.head_dim = c.dim;
+      a.q_stride = 32 * c.dim;
       auto plan = ops::plan_paged_decode(*f.dev, a);
       REQUIRE(plan.ok());
       CHECK(plan->shared_mem == c.shared_mem);
       REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
     } else {
-      ops::PagedDecodeAttnFp8Args b{.q = a.q,
-                                    .k_cache = a.k_cache,
-                                    .v_cache = a.v_cache,
-                                    .out = a.out,
-                                    .block_tables = a.block_tables,
-                                    .seq_lens = a.seq_lens,
-                                    .max_blocks_per_seq = a.max_blocks_per_seq,
-                                    .num_seqs = a.num_seqs,
-                                    .num_q_heads = 32,
-                                    .num_kv_heads = 8,
-                                    .head_dim = c.dim,
-                                    .block_size = 16,
-                                    .inv_sqrt_d = 0.1f,
-                                    .k_scale = 0.5f,
-                                    .v_scale = 0.5f,
-                                    .q_stride = a.q_stride,
-                                    .cache_stride = 16 * 8 * c.dim + c.stride_pad};
+      ops::PagedDecodeAttnFp8Args b = f.fp8_args(64, 16, c.dim);
+      b.cache_stride += c.stride_pad;
       auto plan = ops::plan_paged_decode(*f.dev, b);
       REQUIRE(plan.ok());
       CHECK(plan->shared_mem == c.shared_mem);
@@ -392,23 +399,7 @@ TEST_CASE("ops mock: decode on a GB10-like device (48 SMs, 99 KB per block)") {
   check_common(launches[0], "paged_decode_attn_bf16_split_merge", Dim3{8, 1, 12}, f.stream, 0);
 
   REQUIRE_OK(f.mock.reset());
-  const ops::PagedDecodeAttnFp8Args b{.q = a.q,
-                                      .k_cache = a.k_cache,
-                                      .v_cache = a.v_cache,
-                                      .out = a.out,
-                                      .block_tables = a.block_tables,
-                                      .seq_lens = a.seq_lens,
-                                      .max_blocks_per_seq = 256,
-                                      .num_seqs = 64,
-                                      .num_q_heads = 32,
-                                      .num_kv_heads = 8,
-                                      .head_dim = 128,
-                                      .block_size = 16,
-                                      .inv_sqrt_d = 0.1f,
-                                      .k_scale = 0.5f,
-                                      .v_scale = 0.5f,
-                                      .q_stride = 32 * 128,
-                                      .cache_stride = 16 * 8 * 128};
+  const ops::PagedDecodeAttnFp8Args b = f.fp8_args(64, 256);
   plan = ops::plan_paged_decode(*f.dev, b);
   REQUIRE_OK(plan.status());
   CHECK(plan->shared_mem == 2 * 8 * 2 * 8 * 128);
