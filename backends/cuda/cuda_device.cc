@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -16,6 +17,21 @@ namespace {
 bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+// SPARKRT_CUDA_SHARED_MEMORY_OPTIN=<bytes>: report (and so allow) less
+// opt-in shared memory per block than the device has, to run the geometry
+// ops choose on a smaller part (101376 for a GB10) on this one.
+absl::Status read_shared_optin(uint32_t& out) {
+  const char* v = std::getenv("SPARKRT_CUDA_SHARED_MEMORY_OPTIN");
+  if (v == nullptr || v[0] == '\0') return absl::OkStatus();
+  if (!absl::SimpleAtoi(v, &out) || out < 48 * 1024) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "SPARKRT_CUDA_SHARED_MEMORY_OPTIN='%s' is not a byte count of at least 49152 (the "
+        "shared memory every block may use); unset it to report the device's own limit",
+        v));
+  }
+  return absl::OkStatus();
 }
 
 std::string hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
@@ -38,6 +54,8 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int index) {
   auto loaded = load_driver();
   if (!loaded.ok()) return loaded.status();
   const CudaDriver& d = **loaded;
+  Options options;
+  SPARKRT_RETURN_IF_ERROR(read_shared_optin(options.shared_optin));
 
   int count = 0;
   SPARKRT_RETURN_IF_ERROR(check(d.DeviceGetCount(&count), "cuDeviceGetCount"));
@@ -55,7 +73,6 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int index) {
   SPARKRT_RETURN_IF_ERROR(check(d.DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain",
                                 absl::StrFormat("CUDA device %d", index)));
 
-  Options options;
   options.sync_launches = env_is("SPARKRT_SYNC_LAUNCHES", "1");
   options.use_pool = !env_is("SPARKRT_CUDA_MEMPOOL", "0");
   options.param_pointers = env_is("SPARKRT_CUDA_LAUNCH_PARAMS", "pointers");
@@ -100,6 +117,15 @@ absl::Status CudaDevice::query_properties() {
       attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, p.max_shared_memory_per_block));
   SPARKRT_RETURN_IF_ERROR(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                p.max_shared_memory_per_block_optin));
+  if (options_.shared_optin != 0) {
+    if (options_.shared_optin > p.max_shared_memory_per_block_optin) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "SPARKRT_CUDA_SHARED_MEMORY_OPTIN=%d is more than CUDA device %d (%s) allows per "
+          "block (%d bytes); it can only lower the limit",
+          options_.shared_optin, index_, name, p.max_shared_memory_per_block_optin));
+    }
+    p.max_shared_memory_per_block_optin = options_.shared_optin;
+  }
   SPARKRT_RETURN_IF_ERROR(
       attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, p.compute_capability_major));
   SPARKRT_RETURN_IF_ERROR(

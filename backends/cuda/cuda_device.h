@@ -97,6 +97,7 @@ class CudaDevice final : public sdk::Device {
     bool sync_launches = false;   // SPARKRT_SYNC_LAUNCHES=1
     bool use_pool = true;         // SPARKRT_CUDA_MEMPOOL != 0 and supported
     bool param_pointers = false;  // SPARKRT_CUDA_LAUNCH_PARAMS=pointers
+    uint32_t shared_optin = 0;    // SPARKRT_CUDA_SHARED_MEMORY_OPTIN; 0: the device's
   };
 
   static absl::StatusOr<std::unique_ptr<CudaDevice>> open(int index);

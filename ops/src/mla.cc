@@ -247,13 +247,19 @@ absl::Status check_fp8_decode(const MlaPagedDecodeFp8Args& a) {
   return absl::OkStatus();
 }
 
-// Whether the tiled kernel takes these arguments (see mla.h), and with how
-// many stages; 0: it does not.
-uint32_t tiled_stages(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
+// Whether the tiled kernel takes the shape and alignment of these arguments
+// (see mla.h), leaving shared memory aside.
+bool tiled_shape(const MlaPagedDecodeFp8Args& a) {
   const bool aligned = a.k_cache.addr % 16 == 0 && a.v_cache.addr % 16 == 0 &&
                        a.o.addr % 16 == 0 && a.comp_pool.addr % 16 == 0 &&
                        a.cache_stride % 16 == 0;
-  if (!aligned || a.kv_cache_dim != kMlaTiledDim || a.q_head_dim % 16 != 0) return 0;
+  return aligned && a.kv_cache_dim == kMlaTiledDim && a.q_head_dim % 16 == 0;
+}
+
+// How many stages of the tiled kernel the device fits for these arguments;
+// 0: the tiled kernel does not take them.
+uint32_t tiled_stages(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
+  if (!tiled_shape(a)) return 0;
   const bool separate_v = a.v_cache != a.k_cache;
   for (uint32_t stages = separate_v ? 2 : 3; stages >= 2; --stages)
     if (tiled_shared_bytes(separate_v, stages) <= props.max_shared_memory_per_block_optin)
@@ -278,6 +284,16 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
   MlaDecodePlan plan;
   const uint32_t stages = tiled_stages(props, a);
   if (stages == 0) {
+    if (a.num_splits > 1 && tiled_shape(a)) {
+      const bool separate_v = a.v_cache != a.k_cache;
+      return invalid(op, absl::StrFormat(
+                             "num_splits %d needs the tiled kernel, which needs %d bytes of shared "
+                             "memory per block for%s; device '%s' allows %d. Pass num_splits 0 or 1%s",
+                             a.num_splits, tiled_shared_bytes(separate_v, 2),
+                             separate_v ? " a separate V pool" : " its two stages",
+                             props.name, props.max_shared_memory_per_block_optin,
+                             separate_v ? ", or keep V in the K pool (v_cache = k_cache)" : ""));
+    }
     if (a.num_splits > 1) {
       return invalid(op, absl::StrFormat(
                              "num_splits %d needs the tiled kernel: kv_cache_dim %d (got %d), "

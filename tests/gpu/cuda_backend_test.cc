@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -307,6 +308,65 @@ TEST_CASE("dynamic shared memory above 48 KiB works without manual opt-in") {
                              .launch();
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(d.free(*out).ok());
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+TEST_CASE("SPARKRT_CUDA_SHARED_MEMORY_OPTIN lowers the shared memory limit; bad values fail") {
+  constexpr const char* kVar = "SPARKRT_CUDA_SHARED_MEMORY_OPTIN";
+  uint32_t device_optin = 0;
+  {
+    auto dev = Device::open({.backend = "cuda"});
+    REQUIRE(dev.ok());
+    device_optin = (*dev)->properties().max_shared_memory_per_block_optin;
+  }
+  constexpr uint32_t kGb10 = 101376;
+  REQUIRE(device_optin >= kGb10);
+  {
+    ScopedEnv env(kVar, std::to_string(kGb10));
+    auto dev = Device::open({.backend = "cuda"});
+    REQUIRE_MESSAGE(dev.ok(), std::string(dev.status().ToString()));
+    Device& d = **dev;
+    CHECK(d.properties().max_shared_memory_per_block_optin == kGb10);
+    auto k = d.kernel("gpu_test_kernels", "shared_reverse_u32");
+    REQUIRE(k.ok());
+    auto out = d.alloc(kGb10);
+    REQUIRE(out.ok());
+    auto launch = [&](uint32_t bytes) {
+      return KernelLaunch(d, *k)
+          .grid({1})
+          .block({256})
+          .shared_mem(bytes)
+          .arg(*out)
+          .arg(bytes / 4)
+          .arg(7u)
+          .launch();
+    };
+    CHECK(launch(kGb10).ok());
+    CHECK(launch(kGb10 + 16).code() == absl::StatusCode::kInvalidArgument);
+    CHECK(d.synchronize().ok());
+    CHECK(d.free(*out).ok());
+  }
+  for (const std::string& bad : {std::string("lots"), std::string("4096"),
+                                std::to_string(uint64_t{device_optin} + 1)}) {
+    INFO(kVar << "=" << bad);
+    ScopedEnv env(kVar, bad);
+    auto dev = Device::open({.backend = "cuda"});
+    CHECK(dev.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(dev.status(), kVar));
+  }
 }
 
 TEST_CASE("launches survive other code switching the thread's CUDA context") {

@@ -326,6 +326,35 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
   ws.poison();
   // The DeepSeek scale, 1/sqrt(nope + rope), not 1/sqrt(576).
   const float inv_sqrt_d = 1.0f / std::sqrt(192.0f);
+  auto fp8_args = [&](int side) -> ops::MlaPagedDecodeFp8Args {
+    return {.q = q.on(side), .k_cache = kc.on(side),
+            .v_cache = shared ? kc.on(side) : vc.on(side), .o = out.on(side),
+            .block_tables = tb.on(side), .seq_lens = lb.on(side),
+            .max_blocks_per_seq = max_blocks, .num_q_heads = c.q_heads,
+            .num_kv_heads = c.kv_heads, .q_head_dim = c.q_dim, .kv_cache_dim = c.kv_dim,
+            .block_size = c.block_size, .inv_sqrt_d = inv_sqrt_d, .k_scale = k_scale,
+            .v_scale = v_scale, .cache_stride = stride, .num_seqs = seqs,
+            .sliding_window = c.window, .sinks = c.sinks ? sinks.on(side) : DevicePtr{},
+            .comp_pool = c.comp > 0 ? comp.on(side) : DevicePtr{}, .comp_block_count = c.comp,
+            .workspace = c.workspace ? ws.on(side) : DevicePtr{}, .workspace_bytes = ws_bytes,
+            .num_splits = c.splits};
+  };
+  if (!c.nvfp4 && c.splits > 1) {
+    // Where the tiled kernel does not fit (SPARKRT_CUDA_SHARED_MEMORY_OPTIN
+    // set to a smaller part's), forced splits are refused and nothing runs.
+    Side& d = pair().side(0);
+    auto unsplit = fp8_args(0);
+    unsplit.num_splits = 0;
+    const auto plan = ops::plan_mla_paged_decode_fp8(*d.dev, unsplit);
+    REQUIRE_OK(plan.status());
+    if (!plan->tiled) {
+      const absl::Status s = ops::mla_paged_decode_fp8(*d.dev, d.m, fp8_args(0));
+      MESSAGE("forced splits refused: " << s.ToString());
+      CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+      CHECK(std::string(s.message()).find("shared memory") != std::string::npos);
+      return;
+    }
+  }
   for (int side = 0; side < 2; ++side) {
     Side& d = pair().side(side);
     if (c.nvfp4) {
@@ -338,18 +367,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
            .block_stride_bytes = layout.block_stride_bytes,
            .data_section_bytes = layout.data_section_bytes, .num_seqs = seqs}));
     } else {
-      REQUIRE_OK(ops::mla_paged_decode_fp8(
-          *d.dev, d.m,
-          {.q = q.on(side), .k_cache = kc.on(side), .v_cache = shared ? kc.on(side) : vc.on(side),
-           .o = out.on(side), .block_tables = tb.on(side), .seq_lens = lb.on(side),
-           .max_blocks_per_seq = max_blocks, .num_q_heads = c.q_heads,
-           .num_kv_heads = c.kv_heads, .q_head_dim = c.q_dim, .kv_cache_dim = c.kv_dim,
-           .block_size = c.block_size, .inv_sqrt_d = inv_sqrt_d, .k_scale = k_scale,
-           .v_scale = v_scale, .cache_stride = stride, .num_seqs = seqs,
-           .sliding_window = c.window, .sinks = c.sinks ? sinks.on(side) : DevicePtr{},
-           .comp_pool = c.comp > 0 ? comp.on(side) : DevicePtr{}, .comp_block_count = c.comp,
-           .workspace = c.workspace ? ws.on(side) : DevicePtr{}, .workspace_bytes = ws_bytes,
-           .num_splits = c.splits}));
+      REQUIRE_OK(ops::mla_paged_decode_fp8(*d.dev, d.m, fp8_args(side)));
     }
   }
   const auto g = out.read<uint16_t>(0), r = out.read<uint16_t>(1);

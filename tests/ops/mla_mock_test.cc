@@ -305,6 +305,15 @@ TEST_CASE("mla mock: mla_paged_decode_fp8 on a GB10-like device: 2 stages in 99 
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs},
                Dim3{256}, f.stream, decode_launch_args(a, fp8_tail(a)));
+  // Splits need the tiled kernel: refused, naming the shared memory and the way out.
+  a.workspace = f.fake_ptr();
+  a.workspace_bytes = ops::mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads);
+  a.num_splits = 2;
+  const size_t before = f.mock.launch_count();
+  const absl::Status s = ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream);
+  f.refused(s, "needs 164864 bytes of shared memory per block for a separate V pool", before);
+  CHECK(contains(s, "allows 101376"));
+  CHECK(contains(s, "v_cache = k_cache"));
 }
 
 TEST_CASE("mla mock: mla_paged_decode_fp8, one CTA per head for shapes the tiles do not take") {
