@@ -267,18 +267,24 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 // The tiled kernel (the geometry the op launches for the MLA row, 576 values;
 // docs/kernels.md, "Tiled FP8 decode"). A CTA serves up to 16 query heads of
 // one KV head (the 16 rows of the mma tiles) of one sequence over one split
-// of its tokens, in tiles of 64 tokens. A ninth warp does nothing but stage
-// the tiles into dynamic shared memory with cp.async, up to three ahead; it
+// of its tokens, in tiles of 64 tokens. Two warps do nothing but stage the
+// tiles into dynamic shared memory with cp.async, up to three ahead; they
 // and the 8 consumer warps hand each stage over through two mbarriers, so
-// neither the copies nor their block-table reads sit on the consumers' path
-// (with the consumers staging, they took about a third of the time). The
-// consumers sync among themselves twice a tile. Per tile:
+// neither the copies nor their block-table reads sit on the consumers' path.
+// The consumers form two teams of 4 warps that take alternate tiles, each
+// with its own softmax state and accumulators: one team's barriers and
+// softmax overlap the other's products, and the two merge at the end. (One
+// staging warp could not issue the copies of a tile as fast as 8 consumer
+// warps used it, and with one team the consumers spent most of a tile in
+// dependent latency; each change alone measured within 2%, both 1.12x.)
+// Where two teams do not fit (99 KB parts) one team of 8 warps takes every
+// tile. A team syncs twice a tile. Per tile, for a team of W warps:
 //   scores  S[16][64] = q K^T on the tensor cores (f16 in, f32 accumulate):
-//           warp w takes tokens 32 (w / 4) .. + 31 and a quarter (w % 4) of
-//           the dims; the quarters meet in shared memory;
-//   softmax 16 threads a row: base-2 online softmax, P to shared memory (f16);
+//           warp w of the team takes 64 * 4 / W tokens and a quarter (w % 4)
+//           of the dims; the quarters meet in shared memory;
+//   softmax 2W threads a row: base-2 online softmax, P to shared memory (f16);
 //   output  O[16][512] += P V on the tensor cores: warp w owns the 32-dim
-//           output groups w and w + 8.
+//           output groups w, w + W, ...
 // The fp8 bytes become f16 (exact) as the operand registers are built. q is
 // scaled per head by a power of two into f16's range (exact for a bf16 row
 // whose values span less than 2^29) and the scale is undone on the score.
@@ -296,12 +302,12 @@ using sparkrt_kernels::pack_f16;
 
 constexpr uint32_t kTile = 64;                 // tokens per stage
 constexpr uint32_t kRows = 16;                 // query heads per CTA
-constexpr uint32_t kStagingThreads = kThreads + 32;  // 8 consumer warps + the staging warp
+constexpr uint32_t kStagingWarps = 2;          // warps that only stage
+constexpr uint32_t kStagingThreads = kThreads + 32 * kStagingWarps;  // + 8 consumer warps
 constexpr uint32_t kDim = 576;                 // kv_cache_dim
 constexpr uint32_t kDv = kDim - kRopeDim;      // V and output dims
 constexpr uint32_t kQuarters = 4;              // score dims split over warps w % 4
 constexpr uint32_t kKsteps = kDim / 16 / kQuarters;  // k-steps of a quarter
-constexpr uint32_t kGroups = kDv / 32 / kWarps;      // 32-dim output groups of a warp
 // Staged rows are padded by one 16-byte chunk: the 8 rows of a score
 // fragment then start on 8 distinct bank groups (37 chunks a row). The V
 // fragment reads (4 rows 4 apart, two chunks each) meet in pairs.
@@ -311,28 +317,33 @@ constexpr uint32_t kRedPitch = kTile + 8;  // floats: conflict-free float2 write
 constexpr uint32_t kPPitch = kTile + 16;   // halves: conflict-free 8-byte reads
 constexpr float kLog2e = 1.4426950408889634f;
 
-struct Fixed {
+// What one team of consumer warps keeps in shared memory.
+struct TeamState {
   float red[kQuarters][kRows][kRedPitch];  // score partials per dim quarter
   uint16_t p[kRows][kPPitch];              // probabilities, f16 bits
   float alpha[kRows];                      // this tile's rescale of O
   float row_m[kRows], row_l[kRows];        // final running max (base 2) and sum
-  float q_scale[kRows];                    // 2^e of each head's q
+};
+template <uint32_t kTeams>
+struct Fixed {
+  TeamState team[kTeams];
+  float q_scale[kRows];  // 2^e of each head's q
 };
 // ops/src/mla.cc sizes the launch's shared memory with these numbers.
-static_assert(sizeof(Fixed) == 21248, "update kMlaTiledFixedBytes in ops/src/mla.cc");
+static_assert(sizeof(TeamState) == 21184 && sizeof(Fixed<2>) == 2 * 21184 + 64,
+              "update kMlaTiledTeamBytes and kMlaTiledQScaleBytes in ops/src/mla.cc");
 __device__ __forceinline__ uint32_t stage_bytes(bool shared_v) {
   return kTile * (kPitchK + (shared_v ? 0u : kPitchV)) + 128;  // + token flags
 }
 
-
-// The consumer warps sync among themselves on a named barrier the staging
-// warp never joins.
-constexpr uint32_t kConsumerBar = 1;
-__device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync %0, %1;" ::"n"(kConsumerBar), "n"(kThreads) : "memory");
+// Named barriers the staging warps never join: 1 + team for a team of
+// consumer warps, kConsumersBar for all of them.
+constexpr uint32_t kConsumersBar = 3;
+__device__ __forceinline__ void named_sync(uint32_t bar, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(threads) : "memory");
 }
 
-// mbarriers (sm_80 and newer) hand the stages between the staging warp and
+// mbarriers (sm_80 and newer) hand the stages between the staging warps and
 // the consumers.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -450,19 +461,22 @@ struct Source {
   bool ok;  // false: past the split or behind a negative block (zeros)
 };
 
-// The staging warp (warp 8) fills stage tile % kStages with the tile's rows
+// The staging warps (8 and 9) fill stage tile % kStages with the tile's rows
 // once the consumers have released it: 16-byte cp.async chunks, lane 4j + c
-// taking chunks c, c + 4, ... of tokens j, j + 8, ... (each instruction
-// reads 64 whole bytes of 8 rows). A token past the split or behind a
-// negative block gets a zero row and flag 0. Each stage has two mbarriers in
-// its flag bytes: `full` completes when every staging lane has arrived and
-// its copies have landed (cp.async.mbarrier.arrive: the lane does not wait
-// for them), `empty` when the 256 consumer threads are done reading the stage.
+// of staging warp sw taking chunks c, c + 4, ... of tokens 8 sw + j,
+// 8 (sw + 2) + j, ... (each instruction reads 64 whole bytes of 8 rows). A
+// token past the split or behind a negative block gets a zero row and flag 0.
+// Each stage has two mbarriers in its flag bytes: `full` completes when every
+// staging lane has arrived and its copies have landed
+// (cp.async.mbarrier.arrive: the lane does not wait for them), `empty` when
+// the threads of the team that consumed it are done reading the stage.
 template <uint32_t kStages>
 __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint8_t* stages,
                                            uint32_t n_tiles) {
-  constexpr uint32_t kGroupsOf8 = kTile / 8;
+  // Staging warp sw takes the groups of 8 rows sw, sw + kStagingWarps, ...
+  constexpr uint32_t kGroupsOf8 = kTile / 8 / kStagingWarps;
   const uint32_t lane = threadIdx.x % 32, j = lane / 4, part = lane % 4;
+  const uint32_t sw = threadIdx.x / 32 - kWarps;
   const bool shared_v = p.v_cache == p.k_cache;
   const uint32_t sbytes = stage_bytes(shared_v);
   const uint32_t flags_at = kTile * (kPitchK + (shared_v ? 0u : kPitchV));
@@ -473,7 +487,7 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
   auto load_entries = [&](uint32_t tile, Entries& e) {
 #pragma unroll
     for (uint32_t i = 0; i < kGroupsOf8; ++i) {
-      const uint32_t u = cta.u_begin + tile * kTile + 8 * i + j;
+      const uint32_t u = cta.u_begin + tile * kTile + 8 * (sw + kStagingWarps * i) + j;
       e[i] = u >= cta.u_end || u < cta.n_comp ? 0 : cta.table[bdiv.div(cta.t0 + (u - cta.n_comp))];
     }
   };
@@ -497,7 +511,7 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
     uint8_t* base = stages + (tile % kStages) * sbytes;
 #pragma unroll
     for (uint32_t i = 0; i < kGroupsOf8; ++i) {
-      const uint32_t r = 8 * i + j;
+      const uint32_t r = 8 * (sw + kStagingWarps * i) + j;
       const Source s = locate(tile, r, e[i]);
       const uint32_t n = s.ok ? 16u : 0u;  // 0: the chunk is zero-filled
       uint8_t* krow = base + r * kPitchK;
@@ -535,27 +549,46 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
   // every stage, so the CTA (and its shared memory) outlives them.
 }
 
-template <uint32_t kStages>
+// The consumers form kTeams teams of 8 / kTeams warps; team i takes tiles
+// i, i + kTeams, ... with its own softmax state and output accumulators, so
+// one team's barriers and softmax overlap the other's products. At the end
+// the teams' states merge in shared memory (the stages are free by then).
+template <uint32_t kStages, uint32_t kTeams>
 __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
-  Fixed& f = *reinterpret_cast<Fixed*>(smem);
+  constexpr uint32_t kTeamWarps = kWarps / kTeams;
+  constexpr uint32_t kTeamThreads = 32 * kTeamWarps;
+  constexpr uint32_t kScoreTokens = kTile * kQuarters / kTeamWarps;  // tokens a warp scores
+  constexpr uint32_t kNt = kScoreTokens / 8;                         // their n-tiles
+  constexpr uint32_t kOutGroups = kDv / 32 / kTeamWarps;             // 32-dim groups a warp owns
+  constexpr uint32_t kRowThreads = kTeamThreads / kRows;             // softmax threads a row
+  constexpr uint32_t kChunks = kTile / 4 / kRowThreads;              // 4-token chunks a thread
+  Fixed<kTeams>& f = *reinterpret_cast<Fixed<kTeams>*>(smem);
   const Cta cta(p);
   const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t g = lane >> 2, t = lane & 3;
   const uint32_t qd = p.q_head_dim;
   const bool shared_v = p.v_cache == p.k_cache;
   const uint32_t sbytes = stage_bytes(shared_v);
-  uint8_t* const stages = smem + sizeof(Fixed);
+  uint8_t* const stages = smem + sizeof(Fixed<kTeams>);
   const uint32_t flags_at = kTile * (kPitchK + (shared_v ? 0u : kPitchV));
   const uint32_t n_tiles = (cta.u_end - cta.u_begin + kTile - 1) / kTile;
   auto full_of = [&](uint32_t slot) {
     return smem_addr(stages + slot * sbytes + flags_at + kTile);
   };
   if (tid < kStages) {
-    mbar_init(full_of(tid), 64);               // each staging lane and its copies
-    mbar_init(full_of(tid) + 8, kWarps * 32);  // every consumer thread
+    mbar_init(full_of(tid), 64 * kStagingWarps);  // each staging lane and its copies
+    mbar_init(full_of(tid) + 8, kTeamThreads);    // every thread of the consuming team
   }
-  __syncthreads();  // the last barrier the staging warp joins
-  if (warp == kWarps) return stage_rows<kStages>(p, cta, stages, n_tiles);
+  // The teams' hand-over at the end: `rows` completes when every consumer
+  // thread has written its row state, `accs` when team 1 has written its
+  // accumulators (in stage 0's otherwise unused flag bytes).
+  const uint32_t rows = full_of(0) + 16, accs = rows + 8;
+  if (tid == 0) {
+    mbar_init(rows, kThreads);
+    mbar_init(accs, kTeamThreads);
+  }
+  __syncthreads();  // the last barrier the staging warps join
+  if (warp >= kWarps) return stage_rows<kStages>(p, cta, stages, n_tiles);
 
   // ── q: each head's power-of-two scale, then this warp's A fragments.
   {
@@ -574,8 +607,10 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
     }
     if (j == 0) f.q_scale[r] = ldexpf(1.0f, e);
   }
-  consumer_sync();
-  const uint32_t quarter = warp % kQuarters, half = warp / kQuarters;
+  named_sync(kConsumersBar, kThreads);
+  const uint32_t team = warp / kTeamWarps, tw = warp % kTeamWarps, ttid = tid % kTeamThreads;
+  TeamState& ts = f.team[team];
+  const uint32_t quarter = tw % kQuarters, half = tw / kQuarters;
   const uint32_t ksteps = qd / 16;
   const uint32_t ks0 = quarter * kKsteps;  // this warp's k-steps: ks0 .. + 8 below ksteps
   uint32_t qa[kKsteps][4];
@@ -596,42 +631,45 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
     }
   }
 
-  // ── softmax state: thread tid owns row sm_row, tokens sm_col .. + 3.
-  const uint32_t sm_row = tid >> 4, sm_col = (tid & 15) * 4;
+  // ── softmax state: team thread ttid owns row sm_row, tokens sm_col + 4 c
+  // + 4 kRowThreads i .. + 3 for chunk i (conflict-free 16-byte reads).
+  const uint32_t sm_row = ttid / kRowThreads, sm_col = (ttid % kRowThreads) * 4;
   const float score_scale =
       sm_row < cta.hpc ? p.inv_sqrt_d * p.k_scale * kLog2e / f.q_scale[sm_row] : 0.0f;
   float m_run = -INFINITY, l_run = 0.0f;
 
-  // ── per-thread shared-memory offsets. Scores: row half * 32 + g (n-tile
-  // i adds 8 rows), this lane's 4 bytes of the warp's first k-step. Output:
-  // V rows 4t + r (a k-step adds 16 rows) at this lane's 4 dims of group
-  // `warp` (group warp + 8 is 256 bytes further).
-  const uint32_t s_off = (half * 32 + g) * kPitchK + 16 * ks0 + 4 * t;
+  // ── per-thread shared-memory offsets. Scores: row half * kScoreTokens + g
+  // (n-tile i adds 8 rows), this lane's 4 bytes of the warp's first k-step.
+  // Output: V rows 4t + r (a k-step adds 16 rows) at this lane's 4 dims of
+  // group tw (group tw + k kTeamWarps is 32 k kTeamWarps bytes further).
+  const uint32_t s_off = (half * kScoreTokens + g) * kPitchK + 16 * ks0 + 4 * t;
   const uint32_t vpitch = shared_v ? kPitchK : kPitchV;
-  const uint32_t v_off = (shared_v ? 0u : kTile * kPitchK) + 4 * t * vpitch + 32 * warp + 4 * g;
+  const uint32_t v_off = (shared_v ? 0u : kTile * kPitchK) + 4 * t * vpitch + 32 * tw + 4 * g;
 
-  // ── output accumulators: groups warp, warp + 8 of 32 dims; n-tile j's
+  // ── output accumulators: groups tw + k kTeamWarps of 32 dims; n-tile j's
   // column c is dim 32 * group + 4 * c + j.
-  float oacc[kGroups][4][4];
+  float oacc[kOutGroups][4][4];
 #pragma unroll
-  for (uint32_t k = 0; k < kGroups; ++k)
+  for (uint32_t k = 0; k < kOutGroups; ++k)
 #pragma unroll
     for (uint32_t j = 0; j < 4; ++j)
 #pragma unroll
       for (uint32_t e = 0; e < 4; ++e) oacc[k][j][e] = 0.0f;
 
-  for (uint32_t tile = 0; tile < n_tiles; ++tile) {
+  for (uint32_t tile = team; tile < n_tiles; tile += kTeams) {
     const uint8_t* stage = stages + (tile % kStages) * sbytes;
     mbar_wait(full_of(tile % kStages), (tile / kStages) & 1u);
 
-    // Scores: 4 n-tiles of 8 tokens over this warp's quarter of the dims.
-    {
+    // Scores: kNt n-tiles of 8 tokens over this warp's quarter of the dims,
+    // 4 at a time (registers).
+#pragma unroll
+    for (uint32_t n0 = 0; n0 < kNt; n0 += 4) {
       float sacc[4][4];
 #pragma unroll
       for (uint32_t i = 0; i < 4; ++i)
 #pragma unroll
         for (uint32_t e = 0; e < 4; ++e) sacc[i][e] = 0.0f;
-      const uint8_t* srow = stage + s_off;
+      const uint8_t* srow = stage + s_off + n0 * 8 * kPitchK;
 #pragma unroll
       for (uint32_t k = 0; k < kKsteps; ++k) {
         if (ks0 + k >= ksteps) break;
@@ -645,59 +683,73 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
       }
 #pragma unroll
       for (uint32_t i = 0; i < 4; ++i) {
-        const uint32_t col = half * 32 + i * 8 + 2 * t;
-        *reinterpret_cast<float2*>(&f.red[quarter][g][col]) =
-            make_float2(sacc[i][0], sacc[i][1]);
-        *reinterpret_cast<float2*>(&f.red[quarter][g + 8][col]) =
+        const uint32_t col = half * kScoreTokens + (n0 + i) * 8 + 2 * t;
+        *reinterpret_cast<float2*>(&ts.red[quarter][g][col]) = make_float2(sacc[i][0], sacc[i][1]);
+        *reinterpret_cast<float2*>(&ts.red[quarter][g + 8][col]) =
             make_float2(sacc[i][2], sacc[i][3]);
       }
     }
-    consumer_sync();
+    named_sync(1 + team, kTeamThreads);
 
     // Softmax over the tile, base 2.
     {
-      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float s[kChunks][4];
 #pragma unroll
-      for (uint32_t qq = 0; qq < kQuarters; ++qq) {
-        const float4 v = *reinterpret_cast<const float4*>(&f.red[qq][sm_row][sm_col]);
-        s[0] += v.x;
-        s[1] += v.y;
-        s[2] += v.z;
-        s[3] += v.w;
+      for (uint32_t c = 0; c < kChunks; ++c) {
+        const uint32_t col = sm_col + 4 * kRowThreads * c;
+        s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.0f;
+#pragma unroll
+        for (uint32_t qq = 0; qq < kQuarters; ++qq) {
+          const float4 v = *reinterpret_cast<const float4*>(&ts.red[qq][sm_row][col]);
+          s[c][0] += v.x;
+          s[c][1] += v.y;
+          s[c][2] += v.z;
+          s[c][3] += v.w;
+        }
       }
-      const uint32_t oks = *reinterpret_cast<const uint32_t*>(stage + flags_at + sm_col);
       float mx = -INFINITY;
 #pragma unroll
-      for (uint32_t j = 0; j < 4; ++j) {
-        s[j] = (oks >> (8 * j)) & 0xffu ? s[j] * score_scale : -INFINITY;
-        mx = fmaxf(mx, s[j]);
+      for (uint32_t c = 0; c < kChunks; ++c) {
+        const uint32_t oks =
+            *reinterpret_cast<const uint32_t*>(stage + flags_at + sm_col + 4 * kRowThreads * c);
+#pragma unroll
+        for (uint32_t j = 0; j < 4; ++j) {
+          s[c][j] = (oks >> (8 * j)) & 0xffu ? s[c][j] * score_scale : -INFINITY;
+          mx = fmaxf(mx, s[c][j]);
+        }
       }
 #pragma unroll
-      for (int m = 8; m >= 1; m /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+      for (uint32_t m = kRowThreads / 2; m >= 1; m /= 2)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
       const float m_new = fmaxf(m_run, mx);
       const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m_run - m_new);
-      float pr[4], sum = 0.0f;
+      float sum = 0.0f;
 #pragma unroll
-      for (uint32_t j = 0; j < 4; ++j) {
-        pr[j] = s[j] == -INFINITY ? 0.0f : exp2f(s[j] - m_new);
-        sum += pr[j];
+      for (uint32_t c = 0; c < kChunks; ++c) {
+        float pr[4];
+#pragma unroll
+        for (uint32_t j = 0; j < 4; ++j) {
+          pr[j] = s[c][j] == -INFINITY ? 0.0f : exp2f(s[c][j] - m_new);
+          sum += pr[j];
+        }
+        *reinterpret_cast<uint2*>(&ts.p[sm_row][sm_col + 4 * kRowThreads * c]) =
+            make_uint2(pack_f16(pr[0], pr[1]), pack_f16(pr[2], pr[3]));
       }
 #pragma unroll
-      for (int m = 8; m >= 1; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+      for (uint32_t m = kRowThreads / 2; m >= 1; m /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, m);
       l_run = l_run * alpha + sum;
       m_run = m_new;
-      *reinterpret_cast<uint2*>(&f.p[sm_row][sm_col]) =
-          make_uint2(pack_f16(pr[0], pr[1]), pack_f16(pr[2], pr[3]));
-      if ((tid & 15) == 0) f.alpha[sm_row] = alpha;
+      if (ttid % kRowThreads == 0) ts.alpha[sm_row] = alpha;
     }
-    consumer_sync();
+    named_sync(1 + team, kTeamThreads);
 
     // O = O * alpha + P V (the rescale is skipped while no row's max moved).
     {
-      const float a_lo = f.alpha[g], a_hi = f.alpha[g + 8];
+      const float a_lo = ts.alpha[g], a_hi = ts.alpha[g + 8];
       if (__any_sync(0xffffffffu, a_lo != 1.0f || a_hi != 1.0f)) {
 #pragma unroll
-        for (uint32_t k = 0; k < kGroups; ++k)
+        for (uint32_t k = 0; k < kOutGroups; ++k)
 #pragma unroll
           for (uint32_t j = 0; j < 4; ++j) {
             oacc[k][j][0] *= a_lo;
@@ -708,16 +760,16 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
       }
 #pragma unroll
       for (uint32_t kk = 0; kk < kTile / 16; ++kk) {
-        const uint2 plo = *reinterpret_cast<const uint2*>(&f.p[g][16 * kk + 4 * t]);
-        const uint2 phi = *reinterpret_cast<const uint2*>(&f.p[g + 8][16 * kk + 4 * t]);
+        const uint2 plo = *reinterpret_cast<const uint2*>(&ts.p[g][16 * kk + 4 * t]);
+        const uint2 phi = *reinterpret_cast<const uint2*>(&ts.p[g + 8][16 * kk + 4 * t]);
         const uint32_t a[4] = {plo.x, phi.x, plo.y, phi.y};
 #pragma unroll
-        for (uint32_t k = 0; k < kGroups; ++k) {
+        for (uint32_t k = 0; k < kOutGroups; ++k) {
           uint32_t w[4];
 #pragma unroll
           for (uint32_t r = 0; r < 4; ++r)
             w[r] = *reinterpret_cast<const uint32_t*>(stage + v_off + (16 * kk + r) * vpitch +
-                                                      256 * k);
+                                                      32 * kTeamWarps * k);
           // Byte j of w[r] is token 4t + r, dim 4g + j: pair tokens per dim.
           uint32_t b0[4], b1[4];
           fp8x4_to_half2x2(sparkrt_kernels::prmt(w[0], w[1], 0x5140), b0[0], b0[1]);
@@ -729,25 +781,77 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
         }
       }
     }
-    // This thread is done with the stage: once every consumer thread has
-    // arrived, the staging warp may refill it. (Each thread's own arrival
+    // This thread is done with the stage: once every thread of the team has
+    // arrived, the staging warps may refill it. (Each thread's own arrival
     // orders its reads, which race checkers follow; one arrival per warp
     // after a warp barrier measured no faster.)
     mbar_arrive(full_of(tile % kStages) + 8);
   }
 
-  // ── the rows' final (max, sum), then each warp writes its dims.
-  if ((tid & 15) == 0) {
-    f.row_m[sm_row] = m_run;
-    f.row_l[sm_row] = l_run;
+  // ── the rows' final (max, sum) per team; the other teams hand their
+  // accumulators to team 0 through the (now idle) stages.
+  if (ttid % kRowThreads == 0) {
+    ts.row_m[sm_row] = m_run;
+    ts.row_l[sm_row] = l_run;
   }
-  consumer_sync();
+  mbar_arrive(rows);
+  mbar_wait(rows, 0);
+  float row_m[2], row_l[2];
+#pragma unroll
+  for (uint32_t hi = 0; hi < 2; ++hi) {
+    const uint32_t r = g + 8 * hi;
+    float m = -INFINITY;
+#pragma unroll
+    for (uint32_t i = 0; i < kTeams; ++i) m = fmaxf(m, f.team[i].row_m[r]);
+    row_m[hi] = m;
+    row_l[hi] = 0.0f;
+#pragma unroll
+    for (uint32_t i = 0; i < kTeams; ++i) {
+      const float mi = f.team[i].row_m[r];
+      const float w = mi == -INFINITY ? 0.0f : exp2f(mi - m);
+      row_l[hi] += f.team[i].row_l[r] * w;
+      // This thread's accumulators of row r, reweighted to the common max.
+      if (i == team)
+#pragma unroll
+        for (uint32_t k = 0; k < kOutGroups; ++k)
+#pragma unroll
+          for (uint32_t j = 0; j < 4; ++j) {
+            oacc[k][j][2 * hi] *= w;
+            oacc[k][j][2 * hi + 1] *= w;
+          }
+    }
+  }
+  if constexpr (kTeams > 1) {
+    static_assert(kTeams == 2, "one hand-over buffer");
+    // [accumulator][team thread], below stage 0's flags and mbarriers.
+    static_assert(kOutGroups * 16 * kTeamThreads * sizeof(float) <= kTile * kPitchK);
+    float* handover = reinterpret_cast<float*>(stages);
+    if (team == 1) {
+#pragma unroll
+      for (uint32_t k = 0; k < kOutGroups; ++k)
+#pragma unroll
+        for (uint32_t j = 0; j < 4; ++j)
+#pragma unroll
+          for (uint32_t e = 0; e < 4; ++e)
+            handover[((k * 4 + j) * 4 + e) * kTeamThreads + ttid] = oacc[k][j][e];
+      mbar_arrive(accs);
+      return;
+    }
+    mbar_wait(accs, 0);
+#pragma unroll
+    for (uint32_t k = 0; k < kOutGroups; ++k)
+#pragma unroll
+      for (uint32_t j = 0; j < 4; ++j)
+#pragma unroll
+        for (uint32_t e = 0; e < 4; ++e)
+          oacc[k][j][e] += handover[((k * 4 + j) * 4 + e) * kTeamThreads + ttid];
+  }
 #pragma unroll
   for (uint32_t hi = 0; hi < 2; ++hi) {
     const uint32_t r = g + 8 * hi;
     if (r >= cta.hpc) continue;
     const uint32_t head = cta.head0 + r;
-    const float m = f.row_m[r], l = f.row_l[r];
+    const float m = row_m[hi], l = row_l[hi];
     const uint64_t out_row = uint64_t{cta.seq} * p.num_q_heads + head;
     float scale = p.v_scale;
     if (!p.split) {
@@ -758,14 +862,14 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
                                           : l * exp2f(m - mm) +
                                                 (p.sinks != nullptr ? exp2f(sink - mm) : 0.0f);
       scale = total > 0.0f ? p.v_scale * exp2f(m - mm) / total : 0.0f;
-    } else if (warp == 0 && t == 0) {
+    } else if (tw == 0 && t == 0) {
       float* ml = p.part_ml + (out_row * cta.splits + cta.split) * 2;
       ml[0] = m;
       ml[1] = l;
     }
 #pragma unroll
-    for (uint32_t k = 0; k < kGroups; ++k) {
-      const uint32_t d0 = 32 * (warp + kWarps * k) + 8 * t;  // 8 dims from here
+    for (uint32_t k = 0; k < kOutGroups; ++k) {
+      const uint32_t d0 = 32 * (tw + kTeamWarps * k) + 8 * t;  // 8 dims from here
       float v[8];
 #pragma unroll
       for (uint32_t j = 0; j < 4; ++j) {
@@ -800,11 +904,14 @@ __device__ __forceinline__ bool shape_ok(const Params& p) {
 __device__ __forceinline__ void run(const Params& p) {
   extern __shared__ __align__(128) uint8_t smem[];
   if (!shape_ok(p)) return;
-  const uint32_t given = dynamic_smem_bytes();
-  const uint32_t stages =
-      given < sizeof(Fixed) ? 0u : (given - sizeof(Fixed)) / stage_bytes(p.v_cache == p.k_cache);
-  if (stages >= 3) return decode<3>(p, smem);
-  if (stages >= 2) return decode<2>(p, smem);
+  // As many stages as the given shared memory holds, two teams where two
+  // stages fit beside their state (the op passes what it chose).
+  const uint32_t given = dynamic_smem_bytes(), sbytes = stage_bytes(p.v_cache == p.k_cache);
+  auto stages_with = [&](uint32_t fixed) { return given < fixed ? 0u : (given - fixed) / sbytes; };
+  const uint32_t two_teams = stages_with(sizeof(Fixed<2>));
+  if (two_teams >= 3) return decode<3, 2>(p, smem);
+  if (two_teams >= 2) return decode<2, 2>(p, smem);
+  if (stages_with(sizeof(Fixed<1>)) >= 2) return decode<2, 1>(p, smem);
 }
 
 }  // namespace tiled
@@ -814,7 +921,7 @@ __device__ __forceinline__ void run(const Params& p) {
 // sinks and an optional compressed pool of comp_block_count FP8 rows per
 // sequence attended in addition. Two geometries: the tiled one (dynamic
 // shared memory given; grid (num_kv_heads * ceil(group / 16), num_seqs),
-// block 288) and one CTA per (query head, sequence) without shared memory
+// block 320) and one CTA per (query head, sequence) without shared memory
 // (grid (num_q_heads, num_seqs), block 256) for shapes the tiled kernel does
 // not take.
 extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)

@@ -211,14 +211,22 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
 namespace {
 
 // Shared memory of the tiled decode (kernels/ptx/mla.cu, namespace tiled):
-// the fixed part (score partials, probabilities, row state), then per stage
-// 64 staged K rows (and V rows when V is a separate pool), each padded by 16
-// bytes, and 128 bytes of token flags.
-constexpr uint32_t kMlaTiledFixedBytes = 21248;
-uint32_t tiled_shared_bytes(bool separate_v, uint32_t stages) {
+// the fixed part (per team of consumer warps: score partials, probabilities,
+// row state; then the q scales), then per stage 64 staged K rows (and V rows
+// when V is a separate pool), each padded by 16 bytes, and 128 bytes of token
+// flags. The kernel runs the layout the size implies.
+constexpr uint32_t kMlaTiledTeamBytes = 21184;
+constexpr uint32_t kMlaTiledQScaleBytes = 64;
+struct TiledLayout {
+  uint32_t teams, stages;
+};
+uint32_t tiled_layout_bytes(bool separate_v, TiledLayout l) {
   const uint32_t row = (kMlaTiledDim + 16) + (separate_v ? kMlaLatentDim + 16 : 0);
-  return kMlaTiledFixedBytes + stages * (kMlaDecodeTile * row + 128);
+  return l.teams * kMlaTiledTeamBytes + kMlaTiledQScaleBytes +
+         l.stages * (kMlaDecodeTile * row + 128);
 }
+// In order of preference; the first that fits the device is used.
+constexpr TiledLayout kTiledLayouts[] = {{2, 3}, {2, 2}, {1, 2}};
 
 uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t dv,
                             uint32_t splits) {
@@ -256,14 +264,16 @@ bool tiled_shape(const MlaPagedDecodeFp8Args& a) {
   return aligned && a.kv_cache_dim == kMlaTiledDim && a.q_head_dim % 16 == 0;
 }
 
-// How many stages of the tiled kernel the device fits for these arguments;
-// 0: the tiled kernel does not take them.
-uint32_t tiled_stages(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
+// The shared memory of the tiled kernel for these arguments on this device;
+// 0: the tiled kernel does not take them. Two teams of consumer warps overlap
+// one tile's softmax with another's products; a third stage keeps the copies
+// ahead of both. On 99 KB parts one team with two stages is what fits.
+uint32_t tiled_shared_bytes(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
   if (!tiled_shape(a)) return 0;
-  const bool separate_v = a.v_cache != a.k_cache;
-  for (uint32_t stages = separate_v ? 2 : 3; stages >= 2; --stages)
-    if (tiled_shared_bytes(separate_v, stages) <= props.max_shared_memory_per_block_optin)
-      return stages;
+  for (TiledLayout l : kTiledLayouts) {
+    const uint32_t bytes = tiled_layout_bytes(a.v_cache != a.k_cache, l);
+    if (bytes <= props.max_shared_memory_per_block_optin) return bytes;
+  }
   return 0;
 }
 
@@ -282,17 +292,18 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
   SPARKRT_OPS_RETURN_IF_ERROR(check_fp8_decode(a));
   const DeviceProperties& props = dev.properties();
   MlaDecodePlan plan;
-  const uint32_t stages = tiled_stages(props, a);
-  if (stages == 0) {
+  const uint32_t shared_mem = tiled_shared_bytes(props, a);
+  if (shared_mem == 0) {
     if (a.num_splits > 1 && tiled_shape(a)) {
       const bool separate_v = a.v_cache != a.k_cache;
-      return invalid(op, absl::StrFormat(
-                             "num_splits %d needs the tiled kernel, which needs %d bytes of shared "
-                             "memory per block for%s; device '%s' allows %d. Pass num_splits 0 or 1%s",
-                             a.num_splits, tiled_shared_bytes(separate_v, 2),
-                             separate_v ? " a separate V pool" : " its two stages",
-                             props.name, props.max_shared_memory_per_block_optin,
-                             separate_v ? ", or keep V in the K pool (v_cache = k_cache)" : ""));
+      return invalid(
+          op,
+          absl::StrFormat("num_splits %d needs the tiled kernel, which needs %d bytes of shared "
+                          "memory per block for%s; device '%s' allows %d. Pass num_splits 0 or 1%s",
+                          a.num_splits, tiled_layout_bytes(separate_v, {1, 2}),
+                          separate_v ? " a separate V pool" : " its two stages", props.name,
+                          props.max_shared_memory_per_block_optin,
+                          separate_v ? ", or keep V in the K pool (v_cache = k_cache)" : ""));
     }
     if (a.num_splits > 1) {
       return invalid(op, absl::StrFormat(
@@ -307,7 +318,7 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
   }
   plan.tiled = true;
   plan.block = {kMlaTiledDecodeThreads};
-  plan.shared_mem = tiled_shared_bytes(a.v_cache != a.k_cache, stages);
+  plan.shared_mem = shared_mem;
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   plan.grid = {a.num_kv_heads * div_ceil(group, kMlaDecodeHeadsPerCta), a.num_seqs};
 

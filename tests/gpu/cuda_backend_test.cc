@@ -359,8 +359,8 @@ TEST_CASE("SPARKRT_CUDA_SHARED_MEMORY_OPTIN lowers the shared memory limit; bad 
     CHECK(d.synchronize().ok());
     CHECK(d.free(*out).ok());
   }
-  for (const std::string& bad : {std::string("lots"), std::string("4096"),
-                                std::to_string(uint64_t{device_optin} + 1)}) {
+  for (const std::string& bad :
+       {std::string("lots"), std::string("4096"), std::to_string(uint64_t{device_optin} + 1)}) {
     INFO(kVar << "=" << bad);
     ScopedEnv env(kVar, bad);
     auto dev = Device::open({.backend = "cuda"});

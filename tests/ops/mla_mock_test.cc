@@ -245,11 +245,12 @@ ops::MlaPagedDecodeFp8Args random_fp8_args(MlaMock& f) {
   return a;
 }
 
-// Shared memory of the tiled launch for the MLA row (576 values): 21248
-// fixed bytes, then per stage 64 rows of 592 bytes (+ 528 for a separate V
-// row) and 128 bytes of token flags; 3 stages, 2 with a separate V pool.
-constexpr uint32_t kTiledSharedV = 21248 + 3 * (64 * 592 + 128);
-constexpr uint32_t kTiledSeparateV = 21248 + 2 * (64 * (592 + 528) + 128);
+// Shared memory of the tiled launch for the MLA row (576 values): 21184
+// bytes per team of consumer warps and 64 of q scales, then per stage 64 rows
+// of 592 bytes (+ 528 for a separate V row) and 128 bytes of token flags. On
+// the default (H200-like) device: two teams; 3 stages, 2 with a separate V pool.
+constexpr uint32_t kTiledSharedV = 2 * 21184 + 64 + 3 * (64 * 592 + 128);
+constexpr uint32_t kTiledSeparateV = 2 * 21184 + 64 + 2 * (64 * (592 + 528) + 128);
 
 TEST_CASE("mla mock: mla_paged_decode_fp8, tiled: 16 query heads of one KV head per CTA") {
   MlaMock f;
@@ -277,27 +278,28 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, tiled: 16 query heads of one KV head 
   }
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
-  // 8 consumer warps and the warp that stages the tiles.
+  // 8 consumer warps and the 2 warps that stage the tiles.
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8",
-               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{288}, f.stream,
+               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{320}, f.stream,
                decode_launch_args(a, fp8_tail(a)), shared_mem);
   const auto plan = ops::plan_mla_paged_decode_fp8(*f.dev, a);
   REQUIRE_OK(plan.status());
   CHECK(plan->tiled);
-  CHECK(plan->block == Dim3{288});
+  CHECK(plan->block == Dim3{320});
   CHECK(plan->shared_mem == shared_mem);
 }
 
-TEST_CASE("mla mock: mla_paged_decode_fp8 on a GB10-like device: 2 stages in 99 KB") {
+TEST_CASE("mla mock: mla_paged_decode_fp8 on a GB10-like device: one team, 2 stages in 99 KB") {
   MlaMock f(kGb10Properties);
   auto a = random_fp8_args(f);
   a.num_seqs = f.u32(9, 16);
-  a.v_cache = a.k_cache;  // 3 stages (135 KB) do not fit 99 KB; 2 (95 KB) do
+  // Two teams need 116 KB even with 2 stages; one team with 2 (95 KB) fits.
+  a.v_cache = a.k_cache;
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
-  constexpr uint32_t kTwoStages = 21248 + 2 * (64 * 592 + 128);
+  constexpr uint32_t kTwoStages = 21184 + 64 + 2 * (64 * 592 + 128);
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8",
-               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{288}, f.stream,
+               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{320}, f.stream,
                decode_launch_args(a, fp8_tail(a)), kTwoStages);
   // A separate V pool needs 2 x 70 KB: no tiled geometry fits, one CTA per head.
   REQUIRE_OK(f.mock.reset());
@@ -377,15 +379,27 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, split-KV then combine") {
   const uint32_t dv = 512;
   const DevicePtr part_acc = a.workspace;
   const DevicePtr part_ml = a.workspace + (uint64_t{16} * splits * dv * 4 + 255) / 256 * 256;
-  check_launch(launches[0], "mla", "mla_paged_decode_fp8_split", Dim3{1, 1, splits}, Dim3{288},
+  check_launch(launches[0], "mla", "mla_paged_decode_fp8_split", Dim3{1, 1, splits}, Dim3{320},
                f.stream,
-               {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache),
-                MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.block_tables),
-                MockArg::of(a.seq_lens), MockArg::of(a.max_blocks_per_seq),
-                MockArg::of(a.num_q_heads), MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
-                MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size), MockArg::of(a.inv_sqrt_d),
-                MockArg::of(a.k_scale), MockArg::of(a.v_scale), MockArg::of(a.cache_stride),
-                MockArg::of(a.sliding_window), MockArg::of(a.comp_pool),
+               {MockArg::of(a.q),
+                MockArg::of(a.k_cache),
+                MockArg::of(a.v_cache),
+                MockArg::of(part_acc),
+                MockArg::of(part_ml),
+                MockArg::of(a.block_tables),
+                MockArg::of(a.seq_lens),
+                MockArg::of(a.max_blocks_per_seq),
+                MockArg::of(a.num_q_heads),
+                MockArg::of(a.num_kv_heads),
+                MockArg::of(a.q_head_dim),
+                MockArg::of(a.kv_cache_dim),
+                MockArg::of(a.block_size),
+                MockArg::of(a.inv_sqrt_d),
+                MockArg::of(a.k_scale),
+                MockArg::of(a.v_scale),
+                MockArg::of(a.cache_stride),
+                MockArg::of(a.sliding_window),
+                MockArg::of(a.comp_pool),
                 MockArg::of(a.comp_block_count)},
                kTiledSharedV);
   check_launch(launches[1], "mla", "mla_decode_combine", Dim3{16, 1}, Dim3{256}, f.stream,

@@ -142,10 +142,11 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 //   tiled     for the MLA row (kv_cache_dim 576) with q_head_dim a multiple
 //             of 16, cache_stride a multiple of 16 and k_cache, v_cache, o
 //             and comp_pool 16-byte aligned: grid (num_kv_heads *
-//             ceil(group / 16), num_seqs), block (288: 8 consumer warps
-//             and one staging warp), dynamic shared memory for 3 64-token
-//             stages (2 when V is a separate pool or the device allows no
-//             more; fewer than 2: per head); each CTA serves up to 16 query
+//             ceil(group / 16), num_seqs), block (320: 8 consumer warps
+//             and two staging warps), dynamic shared memory for two teams
+//             of consumer warps and 3 64-token stages (2 when V is a
+//             separate pool; one team with 2 stages where the device allows
+//             no more; less than that: per head); each CTA serves up to 16 query
 //             heads of one KV head on the tensor cores, reading each cache
 //             row once for all of them;
 //   split-KV  the tiled form over grid.z = num_splits when those CTAs would
@@ -163,8 +164,8 @@ inline constexpr uint32_t kMlaTiledDim = kMlaCacheDim;
 // most query heads (of one KV head) a tiled CTA serves.
 inline constexpr uint32_t kMlaDecodeTile = 64;
 inline constexpr uint32_t kMlaDecodeHeadsPerCta = 16;
-// Threads of a tiled CTA: 8 consumer warps and one warp that stages the rows.
-inline constexpr uint32_t kMlaTiledDecodeThreads = 288;
+// Threads of a tiled CTA: 8 consumer warps and 2 warps that stage the rows.
+inline constexpr uint32_t kMlaTiledDecodeThreads = 320;
 // Largest split count the op uses, and the fewest tiles it gives a split.
 inline constexpr uint32_t kMlaMaxDecodeSplits = 64;
 inline constexpr uint32_t kMlaMinTilesPerSplit = 2;
