@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <iterator>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -225,7 +226,8 @@ uint32_t tiled_layout_bytes(bool separate_v, TiledLayout l) {
   return l.teams * kMlaTiledTeamBytes + kMlaTiledQScaleBytes +
          l.stages * (kMlaDecodeTile * row + 128);
 }
-// In order of preference; the first that fits the device is used.
+// In order of preference; the first that fits the device is used, the last
+// is the smallest.
 constexpr TiledLayout kTiledLayouts[] = {{2, 3}, {2, 2}, {1, 2}};
 
 uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t dv,
@@ -300,7 +302,7 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
           op,
           absl::StrFormat("num_splits %d needs the tiled kernel, which needs %d bytes of shared "
                           "memory per block for%s; device '%s' allows %d. Pass num_splits 0 or 1%s",
-                          a.num_splits, tiled_layout_bytes(separate_v, {1, 2}),
+                          a.num_splits, tiled_layout_bytes(separate_v, std::end(kTiledLayouts)[-1]),
                           separate_v ? " a separate V pool" : " its two stages", props.name,
                           props.max_shared_memory_per_block_optin,
                           separate_v ? ", or keep V in the K pool (v_cache = k_cache)" : ""));
