@@ -192,6 +192,16 @@ CudaKernel::CudaKernel(CudaDevice* device, std::string name, CUfunction function
 absl::Status CudaKernel::raise_dynamic_shared(uint32_t bytes) {
   std::lock_guard<std::mutex> lock(raise_mu_);
   if (bytes <= dynamic_shared_limit_.load(std::memory_order_relaxed)) return absl::OkStatus();
+  // The driver would say the same, but only against the device's own limit;
+  // this also holds a lowered one (SPARKRT_CUDA_SHARED_MEMORY_OPTIN).
+  const uint32_t optin = device_->shared_memory_optin();
+  if (uint64_t{bytes} + static_shared_bytes_ > optin) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "launch(%s) with %u B of dynamic shared memory: the kernel has %u B static and the device "
+        "allows %u B per block in total; ask for at most %u B",
+        name_, bytes, static_shared_bytes_, optin,
+        optin > static_shared_bytes_ ? optin - static_shared_bytes_ : 0));
+  }
   CUresult r = driver().FuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          static_cast<int>(bytes));
   if (r != CUDA_SUCCESS) {

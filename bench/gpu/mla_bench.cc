@@ -2,6 +2,7 @@
 // wrappers.
 //
 //   sparkrt_mla_bench [--json out.json] [--reps 15] [--quick] [--decode-only]
+//                     [--decode-shape HEADSxBATCHxCONTEXT]
 //
 // (a) K3 token steps. One layer of MLA attention in the expanded form:
 //     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
@@ -62,6 +63,9 @@ struct Args {
   int reps = 15;
   bool quick = false;
   bool decode_only = false;
+  // Set by --decode-shape: time only this fp8 decode shape (a profiler then
+  // sees one kernel configuration).
+  uint32_t heads = 0, batch = 0, context = 0;
 };
 
 std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f, float hi = 2.0f) {
@@ -263,8 +267,14 @@ int main(int argc, char** argv) {
       args.quick = true;
     } else if (a == "--decode-only") {
       args.decode_only = true;
+    } else if (a == "--decode-shape" && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%ux%ux%u", &args.heads, &args.batch, &args.context) == 3) {
+      args.decode_only = true;
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] "
+                   "[--decode-shape HEADSxBATCHxCONTEXT]\n",
                    argv[0]);
       return 2;
     }
@@ -306,6 +316,7 @@ int main(int argc, char** argv) {
       shapes = {{false, 16, {1, 32, 128}, {4096}},
                 {false, 128, {1, 32}, {4096}},
                 {true, 16, {32}, {4096}}};
+    if (args.heads != 0) shapes = {{false, args.heads, {args.batch}, {args.context}}};
     for (const Shape& s : shapes)
       for (uint32_t b : s.batches)
         for (uint32_t c : s.contexts)

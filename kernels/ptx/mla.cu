@@ -55,17 +55,26 @@ __device__ __forceinline__ bool decode_shape_ok(uint32_t num_q_heads, uint32_t n
          q_head_dim <= kv_cache_dim && kv_cache_dim > kRopeDim && kv_cache_dim <= kMaxDim;
 }
 
+// The per-head decode's shared memory: q as f32 and one chunk's scores.
+struct AttendScratch {
+  float q[kMaxDim];
+  float p[kChunk];
+};
+
+// ops/src/mla.cc passes this much to mla_paged_decode_fp8's per-head launch.
+static_assert(sizeof(AttendScratch) == 4352, "update kMlaPerHeadSharedBytes in ops/src/mla.cc");
+
 // Softmax attention of one query head over `n` virtual tokens. `key(u, d)`
 // and `value(u, d)` read token u's dim d as f32; `valid(u)` is false for a
 // token the kernel must not read (it gets weight 0). Writes out[0, dv).
 template <typename Valid, typename Key, typename Value>
-__device__ __forceinline__ void attend(const __nv_bfloat16* __restrict__ q, uint32_t dq,
-                                       uint32_t dv, uint32_t n, float inv_sqrt_d,
+__device__ __forceinline__ void attend(AttendScratch& scratch, const __nv_bfloat16* __restrict__ q,
+                                       uint32_t dq, uint32_t dv, uint32_t n, float inv_sqrt_d,
                                        const float* __restrict__ sinks, uint32_t head,
                                        __nv_bfloat16* __restrict__ out, Valid valid, Key key,
                                        Value value) {
-  __shared__ float q_s[kMaxDim];
-  __shared__ float p_s[kChunk];
+  float* const q_s = scratch.q;
+  float* const p_s = scratch.p;
   const uint32_t tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   for (uint32_t d = tid; d < dq; d += kThreads) q_s[d] = __bfloat162float(q[d]);
   __syncthreads();
@@ -255,9 +264,11 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const float scale = fp8_value(base[data_section_bytes + i / 16]);
     return e2m1_value(i % 2 ? byte >> 4 : byte & 0xfu) * scale;
   };
+  __shared__ AttendScratch scratch;
   attend(
-      cta.q_row(q, num_q_heads, q_head_dim), q_head_dim, dv, cta.len - cta.t0, inv_sqrt_d, nullptr,
-      cta.head, cta.o_row(o, num_q_heads, dv), [&](uint32_t u) { return block_of(u) >= 0; },
+      scratch, cta.q_row(q, num_q_heads, q_head_dim), q_head_dim, dv, cta.len - cta.t0, inv_sqrt_d,
+      nullptr, cta.head, cta.o_row(o, num_q_heads, dv),
+      [&](uint32_t u) { return block_of(u) >= 0; },
       [&](uint32_t u, uint32_t d) { return read(k_cache, u, d); },
       [&](uint32_t u, uint32_t d) { return read(v_cache, u, d); });
 }
@@ -332,8 +343,11 @@ struct Fixed {
 // ops/src/mla.cc sizes the launch's shared memory with these numbers.
 static_assert(sizeof(TeamState) == 21184 && sizeof(Fixed<2>) == 2 * 21184 + 64,
               "update kMlaTiledTeamBytes and kMlaTiledQScaleBytes in ops/src/mla.cc");
+// A stage: the tile's rows, then 64 token flags, its `full` and `empty`
+// mbarriers and (stage 0) the teams' two hand-over mbarriers.
+constexpr uint32_t kFlagBytes = kTile + 32;
 __device__ __forceinline__ uint32_t stage_bytes(bool shared_v) {
-  return kTile * (kPitchK + (shared_v ? 0u : kPitchV)) + 128;  // + token flags
+  return kTile * (kPitchK + (shared_v ? 0u : kPitchV)) + kFlagBytes;
 }
 
 // Named barriers the staging warps never join: 1 + team for a team of
@@ -400,6 +414,12 @@ __device__ __forceinline__ void fp8x4_to_half2x2(uint32_t w, uint32_t& lo, uint3
 #endif
 }
 
+// A compile-time switch passed to a generic lambda.
+template <bool kValue>
+struct Whole {
+  static constexpr bool value = kValue;
+};
+
 // Everything a tiled CTA needs; the two entries fill it.
 struct Params {
   const __nv_bfloat16* q;
@@ -461,7 +481,7 @@ struct Source {
   bool ok;  // false: past the split or behind a negative block (zeros)
 };
 
-// The staging warps (8 and 9) fill stage tile % kStages with the tile's rows
+// The staging warps (8 and 9) fill stage tile % n_stages with the tile's rows
 // once the consumers have released it: 16-byte cp.async chunks, lane 4j + c
 // of staging warp sw taking chunks c, c + 4, ... of tokens 8 sw + j,
 // 8 (sw + 2) + j, ... (each instruction reads 64 whole bytes of 8 rows). A
@@ -470,9 +490,8 @@ struct Source {
 // staging lane has arrived and its copies have landed
 // (cp.async.mbarrier.arrive: the lane does not wait for them), `empty` when
 // the threads of the team that consumed it are done reading the stage.
-template <uint32_t kStages>
 __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint8_t* stages,
-                                           uint32_t n_tiles) {
+                                           uint32_t n_stages, uint32_t n_tiles) {
   // Staging warp sw takes the groups of 8 rows sw, sw + kStagingWarps, ...
   constexpr uint32_t kGroupsOf8 = kTile / 8 / kStagingWarps;
   const uint32_t lane = threadIdx.x % 32, j = lane / 4, part = lane % 4;
@@ -507,8 +526,7 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
     if (!s.ok) s.k = s.v = p.k_cache;
     return s;
   };
-  auto issue = [&](uint32_t tile, const Entries& e) {
-    uint8_t* base = stages + (tile % kStages) * sbytes;
+  auto issue = [&](uint32_t tile, uint8_t* base, const Entries& e) {
 #pragma unroll
     for (uint32_t i = 0; i < kGroupsOf8; ++i) {
       const uint32_t r = 8 * (sw + kStagingWarps * i) + j;
@@ -527,23 +545,28 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
   };
   Entries entry;
   load_entries(0, entry);
+  // Stage `slot` takes tile, tile + n_stages, ...; its n-th use waits for
+  // the (n - 1)-th to be staged (this warp's own phase, long complete) and
+  // consumed, the phase of parity (n - 1) & 1.
+  uint32_t slot = 0, parity = 1;
   for (uint32_t tile = 0; tile < n_tiles; ++tile) {
-    uint8_t* base = stages + (tile % kStages) * sbytes;
+    uint8_t* base = stages + slot * sbytes;
     const uint32_t full = smem_addr(base + flags_at + kTile), empty = full + 8;
     Entries next;
     load_entries(tile + 1, next);
-    if (tile >= kStages) {
-      // The stage's previous tile: staged (this warp's own phase, long
-      // complete) and consumed.
-      const uint32_t parity = (tile / kStages - 1) & 1u;
+    if (tile >= n_stages) {
       mbar_wait(full, parity);
       mbar_wait(empty, parity);
     }
-    issue(tile, entry);
+    issue(tile, base, entry);
     mbar_arrive_after_cp_async(full);
     mbar_arrive(full);
 #pragma unroll
     for (uint32_t i = 0; i < kGroupsOf8; ++i) entry[i] = next[i];
+    if (++slot == n_stages) {
+      slot = 0;
+      parity ^= 1u;
+    }
   }
   // The warp may finish before its last copies land: the consumers wait for
   // every stage, so the CTA (and its shared memory) outlives them.
@@ -553,8 +576,8 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
 // i, i + kTeams, ... with its own softmax state and output accumulators, so
 // one team's barriers and softmax overlap the other's products. At the end
 // the teams' states merge in shared memory (the stages are free by then).
-template <uint32_t kStages, uint32_t kTeams>
-__device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
+template <uint32_t kTeams>
+__device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t n_stages) {
   constexpr uint32_t kTeamWarps = kWarps / kTeams;
   constexpr uint32_t kTeamThreads = 32 * kTeamWarps;
   constexpr uint32_t kScoreTokens = kTile * kQuarters / kTeamWarps;  // tokens a warp scores
@@ -575,7 +598,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
   auto full_of = [&](uint32_t slot) {
     return smem_addr(stages + slot * sbytes + flags_at + kTile);
   };
-  if (tid < kStages) {
+  if (tid < n_stages) {
     mbar_init(full_of(tid), 64 * kStagingWarps);  // each staging lane and its copies
     mbar_init(full_of(tid) + 8, kTeamThreads);    // every thread of the consuming team
   }
@@ -588,7 +611,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
     mbar_init(accs, kTeamThreads);
   }
   __syncthreads();  // the last barrier the staging warps join
-  if (warp >= kWarps) return stage_rows<kStages>(p, cta, stages, n_tiles);
+  if (warp >= kWarps) return stage_rows(p, cta, stages, n_stages, n_tiles);
 
   // ── q: each head's power-of-two scale, then this warp's A fragments.
   {
@@ -656,39 +679,52 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
 #pragma unroll
       for (uint32_t e = 0; e < 4; ++e) oacc[k][j][e] = 0.0f;
 
+  // This team's tile, its stage and the parity of that stage's phase.
+  uint32_t slot = team, parity = 0;
   for (uint32_t tile = team; tile < n_tiles; tile += kTeams) {
-    const uint8_t* stage = stages + (tile % kStages) * sbytes;
-    mbar_wait(full_of(tile % kStages), (tile / kStages) & 1u);
+    const uint8_t* stage = stages + slot * sbytes;
+    mbar_wait(full_of(slot), parity);
 
     // Scores: kNt n-tiles of 8 tokens over this warp's quarter of the dims,
-    // 4 at a time (registers).
+    // 4 at a time (registers). A quarter wholly inside q_head_dim (all four
+    // for the MLA row) runs without per-step bounds checks, so the compiler
+    // can issue a step's loads ahead of the previous step's products.
+    auto scores = [&](auto whole) {
 #pragma unroll
-    for (uint32_t n0 = 0; n0 < kNt; n0 += 4) {
-      float sacc[4][4];
+      for (uint32_t n0 = 0; n0 < kNt; n0 += 4) {
+        float sacc[4][4];
 #pragma unroll
-      for (uint32_t i = 0; i < 4; ++i)
+        for (uint32_t i = 0; i < 4; ++i)
 #pragma unroll
-        for (uint32_t e = 0; e < 4; ++e) sacc[i][e] = 0.0f;
-      const uint8_t* srow = stage + s_off + n0 * 8 * kPitchK;
+          for (uint32_t e = 0; e < 4; ++e) sacc[i][e] = 0.0f;
+        const uint8_t* srow = stage + s_off + n0 * 8 * kPitchK;
 #pragma unroll
-      for (uint32_t k = 0; k < kKsteps; ++k) {
-        if (ks0 + k >= ksteps) break;
+        for (uint32_t k = 0; k < kKsteps; ++k) {
+          if constexpr (!decltype(whole)::value) {
+            if (ks0 + k >= ksteps) break;
+          }
+#pragma unroll
+          for (uint32_t i = 0; i < 4; ++i) {
+            uint32_t b0, b1;
+            fp8x4_to_half2x2(*reinterpret_cast<const uint32_t*>(srow + i * 8 * kPitchK + 16 * k),
+                             b0, b1);
+            mma_f16(sacc[i], qa[k], b0, b1);
+          }
+        }
 #pragma unroll
         for (uint32_t i = 0; i < 4; ++i) {
-          uint32_t b0, b1;
-          fp8x4_to_half2x2(
-              *reinterpret_cast<const uint32_t*>(srow + i * 8 * kPitchK + 16 * k), b0, b1);
-          mma_f16(sacc[i], qa[k], b0, b1);
+          const uint32_t col = half * kScoreTokens + (n0 + i) * 8 + 2 * t;
+          *reinterpret_cast<float2*>(&ts.red[quarter][g][col]) =
+              make_float2(sacc[i][0], sacc[i][1]);
+          *reinterpret_cast<float2*>(&ts.red[quarter][g + 8][col]) =
+              make_float2(sacc[i][2], sacc[i][3]);
         }
       }
-#pragma unroll
-      for (uint32_t i = 0; i < 4; ++i) {
-        const uint32_t col = half * kScoreTokens + (n0 + i) * 8 + 2 * t;
-        *reinterpret_cast<float2*>(&ts.red[quarter][g][col]) = make_float2(sacc[i][0], sacc[i][1]);
-        *reinterpret_cast<float2*>(&ts.red[quarter][g + 8][col]) =
-            make_float2(sacc[i][2], sacc[i][3]);
-      }
-    }
+    };
+    if (ks0 + kKsteps <= ksteps)
+      scores(Whole<true>{});
+    else
+      scores(Whole<false>{});
     named_sync(1 + team, kTeamThreads);
 
     // Softmax over the tile, base 2.
@@ -785,7 +821,12 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem) {
     // arrived, the staging warps may refill it. (Each thread's own arrival
     // orders its reads, which race checkers follow; one arrival per warp
     // after a warp barrier measured no faster.)
-    mbar_arrive(full_of(tile % kStages) + 8);
+    mbar_arrive(full_of(slot) + 8);
+    slot += kTeams;
+    if (slot >= n_stages) {
+      slot -= n_stages;
+      parity ^= 1u;
+    }
   }
 
   // ── the rows' final (max, sum) per team; the other teams hand their
@@ -901,17 +942,21 @@ __device__ __forceinline__ bool shape_ok(const Params& p) {
   return gridDim.x == p.num_kv_heads * ((group + kRows - 1) / kRows);
 }
 
+// Dynamic shared memory: the tiled kernel's layout (below), or the per-head
+// decode's AttendScratch. The fp8 entry has no static shared memory, so the
+// op may give the tiled kernel all the device allows.
+extern __shared__ __align__(128) uint8_t smem[];
+
 __device__ __forceinline__ void run(const Params& p) {
-  extern __shared__ __align__(128) uint8_t smem[];
   if (!shape_ok(p)) return;
   // As many stages as the given shared memory holds, two teams where two
   // stages fit beside their state (the op passes what it chose).
   const uint32_t given = dynamic_smem_bytes(), sbytes = stage_bytes(p.v_cache == p.k_cache);
   auto stages_with = [&](uint32_t fixed) { return given < fixed ? 0u : (given - fixed) / sbytes; };
   const uint32_t two_teams = stages_with(sizeof(Fixed<2>));
-  if (two_teams >= 3) return decode<3, 2>(p, smem);
-  if (two_teams >= 2) return decode<2, 2>(p, smem);
-  if (stages_with(sizeof(Fixed<1>)) >= 2) return decode<2, 1>(p, smem);
+  if (two_teams >= 2) return decode<2>(p, smem, two_teams);
+  const uint32_t one_team = stages_with(sizeof(Fixed<1>));
+  if (one_team >= 2) return decode<1>(p, smem, one_team);
 }
 
 }  // namespace tiled
@@ -919,11 +964,12 @@ __device__ __forceinline__ void run(const Params& p) {
 // Decode over an FP8 E4M3 cache (K = fp8 * k_scale, V = fp8 * v_scale,
 // cache_stride bytes per block), with a sliding window, optional per-head
 // sinks and an optional compressed pool of comp_block_count FP8 rows per
-// sequence attended in addition. Two geometries: the tiled one (dynamic
-// shared memory given; grid (num_kv_heads * ceil(group / 16), num_seqs),
-// block 320) and one CTA per (query head, sequence) without shared memory
-// (grid (num_q_heads, num_seqs), block 256) for shapes the tiled kernel does
-// not take.
+// sequence attended in addition. Two geometries, told apart by the block:
+// the tiled one (block 320, grid (num_kv_heads * ceil(group / 16),
+// num_seqs), the stages in dynamic shared memory) and one CTA per (query
+// head, sequence) (block 256, grid (num_q_heads, num_seqs),
+// sizeof(AttendScratch) of dynamic shared memory) for shapes the tiled
+// kernel does not take.
 extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)
     mla_paged_decode_fp8(const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
                          const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
@@ -934,14 +980,16 @@ extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)
                          float k_scale, float v_scale, uint64_t cache_stride,
                          uint32_t sliding_window, const float* __restrict__ sinks,
                          const uint8_t* __restrict__ comp_pool, uint32_t comp_block_count) {
-  if (tiled::dynamic_smem_bytes() != 0) {
+  if (blockDim.x == tiled::kStagingThreads) {
     if (gridDim.z != 1) return;
     return tiled::run({q, k_cache, v_cache, block_tables, seq_lens, sinks, comp_pool, o, nullptr,
                        nullptr, max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim,
                        kv_cache_dim, block_size, inv_sqrt_d, k_scale, v_scale, cache_stride,
                        sliding_window, comp_block_count, false});
   }
-  if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size)) return;
+  if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size) ||
+      tiled::dynamic_smem_bytes() < sizeof(AttendScratch))
+    return;
   const DecodeCta cta(block_tables, seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads,
                       kv_cache_dim, block_size, sliding_window);
   const uint32_t dv = kv_cache_dim - kRopeDim;
@@ -956,9 +1004,9 @@ extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)
     return fp8_value(cache[uint64_t(block_of(u)) * cache_stride + i]);
   };
   attend(
-      cta.q_row(q, num_q_heads, q_head_dim), q_head_dim, dv, n_comp + (cta.len - cta.t0),
-      inv_sqrt_d, sinks, cta.head, cta.o_row(o, num_q_heads, dv),
-      [&](uint32_t u) { return u < n_comp || block_of(u) >= 0; },
+      *reinterpret_cast<AttendScratch*>(tiled::smem), cta.q_row(q, num_q_heads, q_head_dim),
+      q_head_dim, dv, n_comp + (cta.len - cta.t0), inv_sqrt_d, sinks, cta.head,
+      cta.o_row(o, num_q_heads, dv), [&](uint32_t u) { return u < n_comp || block_of(u) >= 0; },
       [&](uint32_t u, uint32_t d) { return read(k_cache, u, d) * k_scale; },
       [&](uint32_t u, uint32_t d) { return read(v_cache, u, d) * v_scale; });
 }

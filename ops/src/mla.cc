@@ -214,21 +214,32 @@ namespace {
 // Shared memory of the tiled decode (kernels/ptx/mla.cu, namespace tiled):
 // the fixed part (per team of consumer warps: score partials, probabilities,
 // row state; then the q scales), then per stage 64 staged K rows (and V rows
-// when V is a separate pool), each padded by 16 bytes, and 128 bytes of token
-// flags. The kernel runs the layout the size implies.
+// when V is a separate pool), each padded by 16 bytes, and 96 bytes of token
+// flags and barriers. The kernel runs the layout the size implies.
 constexpr uint32_t kMlaTiledTeamBytes = 21184;
+// The per-head geometry's scratch (q as f32, one chunk of scores), dynamic so
+// that the entry has no static shared memory to subtract from the tiled
+// kernel's share.
+constexpr uint32_t kMlaPerHeadSharedBytes = 4352;
 constexpr uint32_t kMlaTiledQScaleBytes = 64;
+constexpr uint32_t kMlaTiledFlagBytes = 96;
+// Stages beyond 4 measured no faster on the H200 (docs/benchmarks.md).
+constexpr uint32_t kMlaTiledMaxStages = 4;
 struct TiledLayout {
   uint32_t teams, stages;
 };
-uint32_t tiled_layout_bytes(bool separate_v, TiledLayout l) {
-  const uint32_t row = (kMlaTiledDim + 16) + (separate_v ? kMlaLatentDim + 16 : 0);
-  return l.teams * kMlaTiledTeamBytes + kMlaTiledQScaleBytes +
-         l.stages * (kMlaDecodeTile * row + 128);
+uint32_t tiled_fixed_bytes(uint32_t teams) {
+  return teams * kMlaTiledTeamBytes + kMlaTiledQScaleBytes;
 }
-// In order of preference; the first that fits the device is used, the last
-// is the smallest.
-constexpr TiledLayout kTiledLayouts[] = {{2, 3}, {2, 2}, {1, 2}};
+uint32_t tiled_stage_bytes(bool separate_v) {
+  const uint32_t row = (kMlaTiledDim + 16) + (separate_v ? kMlaLatentDim + 16 : 0);
+  return kMlaDecodeTile * row + kMlaTiledFlagBytes;
+}
+uint32_t tiled_layout_bytes(bool separate_v, TiledLayout l) {
+  return tiled_fixed_bytes(l.teams) + l.stages * tiled_stage_bytes(separate_v);
+}
+// The smallest layout: one team, two stages.
+constexpr TiledLayout kSmallestTiledLayout = {1, 2};
 
 uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t dv,
                             uint32_t splits) {
@@ -268,13 +279,18 @@ bool tiled_shape(const MlaPagedDecodeFp8Args& a) {
 
 // The shared memory of the tiled kernel for these arguments on this device;
 // 0: the tiled kernel does not take them. Two teams of consumer warps overlap
-// one tile's softmax with another's products; a third stage keeps the copies
-// ahead of both. On 99 KB parts one team with two stages is what fits.
+// one tile's softmax with another's products; every stage beyond the two the
+// teams read keeps more copies in flight. On 99 KB parts one team with two
+// stages is what fits.
 uint32_t tiled_shared_bytes(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
   if (!tiled_shape(a)) return 0;
-  for (TiledLayout l : kTiledLayouts) {
-    const uint32_t bytes = tiled_layout_bytes(a.v_cache != a.k_cache, l);
-    if (bytes <= props.max_shared_memory_per_block_optin) return bytes;
+  const uint32_t stage = tiled_stage_bytes(a.v_cache != a.k_cache);
+  for (uint32_t teams : {2u, 1u}) {
+    const uint32_t fixed = tiled_fixed_bytes(teams);
+    if (props.max_shared_memory_per_block_optin < fixed + 2 * stage) continue;
+    const uint32_t stages =
+        std::min(kMlaTiledMaxStages, (props.max_shared_memory_per_block_optin - fixed) / stage);
+    return fixed + stages * stage;
   }
   return 0;
 }
@@ -302,7 +318,7 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
           op,
           absl::StrFormat("num_splits %d needs the tiled kernel, which needs %d bytes of shared "
                           "memory per block for%s; device '%s' allows %d. Pass num_splits 0 or 1%s",
-                          a.num_splits, tiled_layout_bytes(separate_v, std::end(kTiledLayouts)[-1]),
+                          a.num_splits, tiled_layout_bytes(separate_v, kSmallestTiledLayout),
                           separate_v ? " a separate V pool" : " its two stages", props.name,
                           props.max_shared_memory_per_block_optin,
                           separate_v ? ", or keep V in the K pool (v_cache = k_cache)" : ""));
@@ -316,6 +332,7 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
     }
     plan.grid = {a.num_q_heads, a.num_seqs};
     plan.block = {kMlaBlockThreads};
+    plan.shared_mem = kMlaPerHeadSharedBytes;
     return plan;
   }
   plan.tiled = true;

@@ -356,6 +356,30 @@ TEST_CASE("SPARKRT_CUDA_SHARED_MEMORY_OPTIN lowers the shared memory limit; bad 
     };
     CHECK(launch(kGb10).ok());
     CHECK(launch(kGb10 + 16).code() == absl::StatusCode::kInvalidArgument);
+    // The lowered limit covers static shared memory too, as a GB10's would.
+    auto with_static = d.kernel("gpu_test_kernels", "shared_reverse_u32_static");
+    REQUIRE(with_static.ok());
+    auto launch_static = [&](uint32_t bytes) {
+      return KernelLaunch(d, *with_static)
+          .grid({1})
+          .block({256})
+          .shared_mem(bytes)
+          .arg(*out)
+          .arg(bytes / 4)
+          .arg(7u)
+          .launch();
+    };
+    const uint32_t room = kGb10 - 4096;
+    CHECK(launch_static(room).ok());
+    const absl::Status over = launch_static(room + 16);
+    CHECK(over.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(over, "4096 B static"));
+    CHECK(contains(over, "at most " + std::to_string(room) + " B"));
+    std::vector<uint32_t> got(room / 4);
+    REQUIRE(d.copy_d2h(*out, got).ok());
+    uint32_t wrong = 0;
+    for (uint32_t i = 0; i < got.size(); ++i) wrong += got[i] != 3u * (room / 4 - 1 - i) + 8u;
+    CHECK(wrong == 0);
     CHECK(d.synchronize().ok());
     CHECK(d.free(*out).ok());
   }

@@ -247,10 +247,14 @@ ops::MlaPagedDecodeFp8Args random_fp8_args(MlaMock& f) {
 
 // Shared memory of the tiled launch for the MLA row (576 values): 21184
 // bytes per team of consumer warps and 64 of q scales, then per stage 64 rows
-// of 592 bytes (+ 528 for a separate V row) and 128 bytes of token flags. On
-// the default (H200-like) device: two teams; 3 stages, 2 with a separate V pool.
-constexpr uint32_t kTiledSharedV = 2 * 21184 + 64 + 3 * (64 * 592 + 128);
-constexpr uint32_t kTiledSeparateV = 2 * 21184 + 64 + 2 * (64 * (592 + 528) + 128);
+// of 592 bytes (+ 528 for a separate V row) and 96 bytes of token flags and
+// barriers. On the default (H200-like) device, 227 KB: two teams and as many
+// stages as fit, at most 4 (2 with a separate V pool).
+constexpr uint32_t kTiledSharedV = 2 * 21184 + 64 + 4 * (64 * 592 + 96);
+constexpr uint32_t kTiledSeparateV = 2 * 21184 + 64 + 2 * (64 * (592 + 528) + 96);
+static_assert(kTiledSharedV <= 232448);
+// The per-head geometry's scratch: q as f32 (1024 values) and 64 scores.
+constexpr uint32_t kPerHeadShared = 4 * (1024 + 64);
 
 TEST_CASE("mla mock: mla_paged_decode_fp8, tiled: 16 query heads of one KV head per CTA") {
   MlaMock f;
@@ -296,7 +300,7 @@ TEST_CASE("mla mock: mla_paged_decode_fp8 on a GB10-like device: one team, 2 sta
   // Two teams need 116 KB even with 2 stages; one team with 2 (95 KB) fits.
   a.v_cache = a.k_cache;
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
-  constexpr uint32_t kTwoStages = 21184 + 64 + 2 * (64 * 592 + 128);
+  constexpr uint32_t kTwoStages = 21184 + 64 + 2 * (64 * 592 + 96);
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8",
                Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{320}, f.stream,
@@ -306,14 +310,14 @@ TEST_CASE("mla mock: mla_paged_decode_fp8 on a GB10-like device: one team, 2 sta
   a.v_cache = f.fake_ptr();
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs},
-               Dim3{256}, f.stream, decode_launch_args(a, fp8_tail(a)));
+               Dim3{256}, f.stream, decode_launch_args(a, fp8_tail(a)), kPerHeadShared);
   // Splits need the tiled kernel: refused, naming the shared memory and the way out.
   a.workspace = f.fake_ptr();
   a.workspace_bytes = ops::mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads);
   a.num_splits = 2;
   const size_t before = f.mock.launch_count();
   const absl::Status s = ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream);
-  f.refused(s, "needs 164864 bytes of shared memory per block for a separate V pool", before);
+  f.refused(s, "needs 164800 bytes of shared memory per block for a separate V pool", before);
   CHECK(contains(s, "allows 101376"));
   CHECK(contains(s, "v_cache = k_cache"));
 }
@@ -341,11 +345,12 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, one CTA per head for shapes the tiles
   a.workspace_bytes = ops::mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.kv_cache_dim);
   REQUIRE_OK(ops::mla_paged_decode_fp8(*f.dev, f.kernels, a, f.stream));
   check_launch(f.only_launch(), "mla", "mla_paged_decode_fp8", Dim3{a.num_q_heads, a.num_seqs},
-               Dim3{256}, f.stream, decode_launch_args(a, fp8_tail(a)));
+               Dim3{256}, f.stream, decode_launch_args(a, fp8_tail(a)), kPerHeadShared);
   const auto plan = ops::plan_mla_paged_decode_fp8(*f.dev, a);
   REQUIRE_OK(plan.status());
   CHECK_FALSE(plan->tiled);
   CHECK(plan->block == Dim3{256});
+  CHECK(plan->shared_mem == kPerHeadShared);
 }
 
 TEST_CASE("mla mock: mla_paged_decode_fp8, split-KV then combine") {
