@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <iterator>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -217,14 +216,14 @@ namespace {
 // when V is a separate pool), each padded by 16 bytes, and 96 bytes of token
 // flags and barriers. The kernel runs the layout the size implies.
 constexpr uint32_t kMlaTiledTeamBytes = 21184;
+constexpr uint32_t kMlaTiledQScaleBytes = 64;
+constexpr uint32_t kMlaTiledFlagBytes = 96;
+// A fifth stage fits an H200 but measured slower (docs/benchmarks.md).
+constexpr uint32_t kMlaTiledMaxStages = 4;
 // The per-head geometry's scratch (q as f32, one chunk of scores), dynamic so
 // that the entry has no static shared memory to subtract from the tiled
 // kernel's share.
 constexpr uint32_t kMlaPerHeadSharedBytes = 4352;
-constexpr uint32_t kMlaTiledQScaleBytes = 64;
-constexpr uint32_t kMlaTiledFlagBytes = 96;
-// Stages beyond 4 measured no faster on the H200 (docs/benchmarks.md).
-constexpr uint32_t kMlaTiledMaxStages = 4;
 struct TiledLayout {
   uint32_t teams, stages;
 };

@@ -144,7 +144,7 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 //             and comp_pool 16-byte aligned: grid (num_kv_heads *
 //             ceil(group / 16), num_seqs), block (320: 8 consumer warps
 //             and two staging warps), dynamic shared memory for two teams
-//             of consumer warps and 3 64-token stages (2 when V is a
+//             of consumer warps and up to 4 64-token stages (2 when V is a
 //             separate pool; one team with 2 stages where the device allows
 //             no more; less than that: per head); each CTA serves up to 16 query
 //             heads of one KV head on the tensor cores, reading each cache
@@ -155,8 +155,8 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 //             then mla_decode_combine, grid (num_q_heads, num_seqs), block
 //             (256), merges them (and the sinks) into o;
 //   per head  otherwise one CTA per query head, grid (num_q_heads, num_seqs),
-//             block (256), no shared memory (correct for every valid shape,
-//             far slower).
+//             block (256), 4352 bytes of dynamic shared memory (its scratch;
+//             correct for every valid shape, far slower).
 
 // The kv_cache_dim the tiled decode takes (the MLA row).
 inline constexpr uint32_t kMlaTiledDim = kMlaCacheDim;
