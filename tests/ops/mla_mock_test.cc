@@ -322,6 +322,30 @@ TEST_CASE("mla mock: mla_paged_decode_fp8 on a GB10-like device: one team, 2 sta
   CHECK(contains(s, "v_cache = k_cache"));
 }
 
+TEST_CASE("mla mock: mla_paged_decode_fp8 takes the stages shared memory holds, at most 4") {
+  // Shared V: a stage is 37984 bytes; two teams take 42432 bytes, one team 21248.
+  constexpr uint32_t kStage = 64 * 592 + 96;
+  struct Case {
+    uint32_t optin, shared_mem;
+  };
+  for (const Case& c : {Case{232448, 42432 + 4 * kStage},  // H200: capped at 4 stages
+                        Case{200000, 42432 + 4 * kStage}, Case{194367, 42432 + 3 * kStage},
+                        Case{160000, 42432 + 3 * kStage}, Case{118400, 42432 + 2 * kStage},
+                        Case{118399, 21248 + 2 * kStage},  // two teams no longer fit
+                        Case{101376, 21248 + 2 * kStage}}) {
+    INFO("optin " << c.optin);
+    const std::string props = "max_shared_memory_per_block_optin=" + std::to_string(c.optin);
+    MlaMock f(props.c_str());
+    auto a = random_fp8_args(f);
+    a.num_seqs = f.u32(9, 16);
+    a.v_cache = a.k_cache;
+    const auto plan = ops::plan_mla_paged_decode_fp8(*f.dev, a);
+    REQUIRE_OK(plan.status());
+    CHECK(plan->tiled);
+    CHECK(plan->shared_mem == c.shared_mem);
+  }
+}
+
 TEST_CASE("mla mock: mla_paged_decode_fp8, one CTA per head for shapes the tiles do not take") {
   MlaMock f;
   auto a = random_fp8_args(f);
