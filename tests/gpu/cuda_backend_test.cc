@@ -342,25 +342,13 @@ TEST_CASE("SPARKRT_CUDA_SHARED_MEMORY_OPTIN lowers the shared memory limit; bad 
     CHECK(d.properties().max_shared_memory_per_block_optin == kGb10);
     auto k = d.kernel("gpu_test_kernels", "shared_reverse_u32");
     REQUIRE(k.ok());
-    auto out = d.alloc(kGb10);
-    REQUIRE(out.ok());
-    auto launch = [&](uint32_t bytes) {
-      return KernelLaunch(d, *k)
-          .grid({1})
-          .block({256})
-          .shared_mem(bytes)
-          .arg(*out)
-          .arg(bytes / 4)
-          .arg(7u)
-          .launch();
-    };
-    CHECK(launch(kGb10).ok());
-    CHECK(launch(kGb10 + 16).code() == absl::StatusCode::kInvalidArgument);
-    // The lowered limit covers static shared memory too, as a GB10's would.
+    // The same with 4 KiB of static shared memory.
     auto with_static = d.kernel("gpu_test_kernels", "shared_reverse_u32_static");
     REQUIRE(with_static.ok());
-    auto launch_static = [&](uint32_t bytes) {
-      return KernelLaunch(d, *with_static)
+    auto out = d.alloc(kGb10);
+    REQUIRE(out.ok());
+    auto launch = [&](const sparkrt::Kernel& kernel, uint32_t bytes) {
+      return KernelLaunch(d, kernel)
           .grid({1})
           .block({256})
           .shared_mem(bytes)
@@ -369,9 +357,12 @@ TEST_CASE("SPARKRT_CUDA_SHARED_MEMORY_OPTIN lowers the shared memory limit; bad 
           .arg(7u)
           .launch();
     };
+    CHECK(launch(*k, kGb10).ok());
+    CHECK(launch(*k, kGb10 + 16).code() == absl::StatusCode::kInvalidArgument);
+    // The lowered limit covers static shared memory too, as a GB10's would.
     const uint32_t room = kGb10 - 4096;
-    CHECK(launch_static(room).ok());
-    const absl::Status over = launch_static(room + 16);
+    CHECK(launch(*with_static, room).ok());
+    const absl::Status over = launch(*with_static, room + 16);
     CHECK(over.code() == absl::StatusCode::kInvalidArgument);
     CHECK(contains(over, "4096 B static"));
     CHECK(contains(over, "at most " + std::to_string(room) + " B"));

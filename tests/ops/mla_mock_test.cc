@@ -53,24 +53,24 @@ Args random_decode_args(MlaMock& f, uint32_t block_size, uint32_t q_head_dim) {
   return a;
 }
 
-// The kernel arguments those fields become, in order, followed by `rest`.
+// The kernel arguments those fields become, in order, with `outputs` in
+// place of o, followed by `rest`.
 template <typename Args>
-std::vector<MockArg> decode_launch_args(const Args& a, const std::vector<MockArg>& rest) {
-  std::vector<MockArg> args = {MockArg::of(a.q),
-                               MockArg::of(a.k_cache),
-                               MockArg::of(a.v_cache),
-                               MockArg::of(a.o),
-                               MockArg::of(a.block_tables),
-                               MockArg::of(a.seq_lens),
-                               MockArg::of(a.max_blocks_per_seq),
-                               MockArg::of(a.num_q_heads),
-                               MockArg::of(a.num_kv_heads),
-                               MockArg::of(a.q_head_dim),
-                               MockArg::of(a.kv_cache_dim),
-                               MockArg::of(a.block_size),
-                               MockArg::of(a.inv_sqrt_d)};
+std::vector<MockArg> decode_launch_args(const Args& a, const std::vector<MockArg>& rest,
+                                        const std::vector<MockArg>& outputs) {
+  std::vector<MockArg> args = {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache)};
+  args.insert(args.end(), outputs.begin(), outputs.end());
+  for (const MockArg& m :
+       {MockArg::of(a.block_tables), MockArg::of(a.seq_lens), MockArg::of(a.max_blocks_per_seq),
+        MockArg::of(a.num_q_heads), MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
+        MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size), MockArg::of(a.inv_sqrt_d)})
+    args.push_back(m);
   args.insert(args.end(), rest.begin(), rest.end());
   return args;
+}
+template <typename Args>
+std::vector<MockArg> decode_launch_args(const Args& a, const std::vector<MockArg>& rest) {
+  return decode_launch_args(a, rest, {MockArg::of(a.o)});
 }
 
 }  // namespace
@@ -410,26 +410,11 @@ TEST_CASE("mla mock: mla_paged_decode_fp8, split-KV then combine") {
   const DevicePtr part_ml = a.workspace + (uint64_t{16} * splits * dv * 4 + 255) / 256 * 256;
   check_launch(launches[0], "mla", "mla_paged_decode_fp8_split", Dim3{1, 1, splits}, Dim3{320},
                f.stream,
-               {MockArg::of(a.q),
-                MockArg::of(a.k_cache),
-                MockArg::of(a.v_cache),
-                MockArg::of(part_acc),
-                MockArg::of(part_ml),
-                MockArg::of(a.block_tables),
-                MockArg::of(a.seq_lens),
-                MockArg::of(a.max_blocks_per_seq),
-                MockArg::of(a.num_q_heads),
-                MockArg::of(a.num_kv_heads),
-                MockArg::of(a.q_head_dim),
-                MockArg::of(a.kv_cache_dim),
-                MockArg::of(a.block_size),
-                MockArg::of(a.inv_sqrt_d),
-                MockArg::of(a.k_scale),
-                MockArg::of(a.v_scale),
-                MockArg::of(a.cache_stride),
-                MockArg::of(a.sliding_window),
-                MockArg::of(a.comp_pool),
-                MockArg::of(a.comp_block_count)},
+               decode_launch_args(a,
+                                  {MockArg::of(a.k_scale), MockArg::of(a.v_scale),
+                                   MockArg::of(a.cache_stride), MockArg::of(a.sliding_window),
+                                   MockArg::of(a.comp_pool), MockArg::of(a.comp_block_count)},
+                                  {MockArg::of(part_acc), MockArg::of(part_ml)}),
                kTiledSharedV);
   check_launch(launches[1], "mla", "mla_decode_combine", Dim3{16, 1}, Dim3{256}, f.stream,
                {MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.o), MockArg::of(a.sinks),
