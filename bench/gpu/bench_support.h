@@ -67,7 +67,8 @@ class Buf {
 };
 
 // Captures `ops_in_graph` calls of `op(i)` and returns the median time per
-// call of the replays, in microseconds.
+// call of the replays, in microseconds. With SPARKRT_BENCH_TRACE set, every
+// replay's time per call goes to stderr too (to follow drift within a run).
 template <typename Op>
 double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op) {
   const auto* g = dev.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
@@ -100,6 +101,8 @@ double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op)
     ok(dev.synchronize_event(ev1), "event sync");
     const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
     if (rep >= 2) us.push_back(1000.0 * ms / ops_in_graph);  // the first two warm up
+    if (std::getenv("SPARKRT_BENCH_TRACE") != nullptr)
+      std::fprintf(stderr, "replay %d %.2f\n", rep, 1000.0 * ms / ops_in_graph);
   }
   SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev.native_handle(),
                                   end.graph};

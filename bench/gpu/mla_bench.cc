@@ -2,7 +2,10 @@
 // wrappers.
 //
 //   sparkrt_mla_bench [--json out.json] [--reps 15] [--quick] [--decode-only]
-//                     [--decode-shape HEADSxBATCHxCONTEXT]
+//                     [--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]
+//
+// --decode-shape times only the fp8 decode shapes given, in order (for
+// profiling and for comparing kernel builds).
 //
 // (a) K3 token steps. One layer of MLA attention in the expanded form:
 //     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
@@ -39,6 +42,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_support.h"
@@ -63,9 +67,15 @@ struct Args {
   int reps = 15;
   bool quick = false;
   bool decode_only = false;
-  // Set by --decode-shape: time only this fp8 decode shape (a profiler then
-  // sees one kernel configuration).
-  uint32_t heads = 0, batch = 0, context = 0;
+  // Set by --decode-shape (repeatable): time only these fp8 decode shapes,
+  // in order (a profiler then sees one kernel configuration).
+  struct DecodeShape {
+    uint32_t heads, batch, context;
+  };
+  std::vector<DecodeShape> decode_shapes;
+  // --pause-ms: idle time before each decode shape (to tell the device's
+  // warming from the process's own state when a shape is timed again).
+  int pause_ms = 0;
 };
 
 std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f, float hi = 2.0f) {
@@ -265,16 +275,20 @@ int main(int argc, char** argv) {
       args.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--quick") {
       args.quick = true;
+    } else if (a == "--pause-ms" && i + 1 < argc) {
+      args.pause_ms = std::max(0, std::atoi(argv[++i]));
     } else if (a == "--decode-only") {
       args.decode_only = true;
-    } else if (a == "--decode-shape" && i + 1 < argc &&
-               std::sscanf(argv[i + 1], "%ux%ux%u", &args.heads, &args.batch, &args.context) == 3) {
+    } else if (Args::DecodeShape d{};
+               a == "--decode-shape" && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%ux%ux%u", &d.heads, &d.batch, &d.context) == 3) {
+      args.decode_shapes.push_back(d);
       args.decode_only = true;
       ++i;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] "
-                   "[--decode-shape HEADSxBATCHxCONTEXT]\n",
+                   "[--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]\n",
                    argv[0]);
       return 2;
     }
@@ -316,12 +330,19 @@ int main(int argc, char** argv) {
       shapes = {{false, 16, {1, 32, 128}, {4096}},
                 {false, 128, {1, 32}, {4096}},
                 {true, 16, {32}, {4096}}};
-    if (args.heads != 0) shapes = {{false, args.heads, {args.batch}, {args.context}}};
+    if (!args.decode_shapes.empty()) {
+      shapes.clear();
+      for (const Args::DecodeShape& d : args.decode_shapes)
+        shapes.push_back({false, d.heads, {d.batch}, {d.context}});
+    }
     for (const Shape& s : shapes)
       for (uint32_t b : s.batches)
-        for (uint32_t c : s.contexts)
+        for (uint32_t c : s.contexts) {
+          if (args.pause_ms > 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(args.pause_ms));
           decode.push_back(
               bench_decode(dev, mk, fill, stream, gen, s.nvfp4, s.q_heads, b, c, args.reps));
+        }
   }
 
   const auto& props = dev.properties();
