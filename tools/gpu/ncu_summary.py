@@ -13,6 +13,7 @@ without the Nsight Compute GUI.
 import argparse
 import collections
 import csv
+import signal
 import sys
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -83,4 +84,6 @@ def main():
 
 
 if __name__ == "__main__":
+    # Piped into `head`, stop quietly when the reader has had enough.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()
