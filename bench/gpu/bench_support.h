@@ -94,6 +94,7 @@ double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op)
                                 stream.handle};
   const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
   std::vector<double> us;
+  const bool trace = std::getenv("SPARKRT_BENCH_TRACE") != nullptr;
   for (int rep = 0; rep < reps + 2; ++rep) {
     ok(dev.record_event(ev0, stream), "record");
     gcheck(g->launch(&replay), "graph launch");
@@ -101,8 +102,7 @@ double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op)
     ok(dev.synchronize_event(ev1), "event sync");
     const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
     if (rep >= 2) us.push_back(1000.0 * ms / ops_in_graph);  // the first two warm up
-    if (std::getenv("SPARKRT_BENCH_TRACE") != nullptr)
-      std::fprintf(stderr, "replay %d %.2f\n", rep, 1000.0 * ms / ops_in_graph);
+    if (trace) std::fprintf(stderr, "replay %d %.2f\n", rep, 1000.0 * ms / ops_in_graph);
   }
   SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev.native_handle(),
                                   end.graph};

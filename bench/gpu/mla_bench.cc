@@ -5,7 +5,8 @@
 //                     [--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]
 //
 // --decode-shape times only the fp8 decode shapes given, in order (for
-// profiling and for comparing kernel builds).
+// profiling and for comparing kernel builds); --pause-ms idles that long
+// before each decode shape.
 //
 // (a) K3 token steps. One layer of MLA attention in the expanded form:
 //     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
@@ -68,7 +69,7 @@ struct Args {
   bool quick = false;
   bool decode_only = false;
   // Set by --decode-shape (repeatable): time only these fp8 decode shapes,
-  // in order (a profiler then sees one kernel configuration).
+  // in order.
   struct DecodeShape {
     uint32_t heads, batch, context;
   };

@@ -60,11 +60,11 @@ std::vector<MockArg> decode_launch_args(const Args& a, const std::vector<MockArg
                                         const std::vector<MockArg>& outputs) {
   std::vector<MockArg> args = {MockArg::of(a.q), MockArg::of(a.k_cache), MockArg::of(a.v_cache)};
   args.insert(args.end(), outputs.begin(), outputs.end());
-  for (const MockArg& m :
-       {MockArg::of(a.block_tables), MockArg::of(a.seq_lens), MockArg::of(a.max_blocks_per_seq),
-        MockArg::of(a.num_q_heads), MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
-        MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size), MockArg::of(a.inv_sqrt_d)})
-    args.push_back(m);
+  args.insert(
+      args.end(),
+      {MockArg::of(a.block_tables), MockArg::of(a.seq_lens), MockArg::of(a.max_blocks_per_seq),
+       MockArg::of(a.num_q_heads), MockArg::of(a.num_kv_heads), MockArg::of(a.q_head_dim),
+       MockArg::of(a.kv_cache_dim), MockArg::of(a.block_size), MockArg::of(a.inv_sqrt_d)});
   args.insert(args.end(), rest.begin(), rest.end());
   return args;
 }
