@@ -3,10 +3,14 @@
 //
 //   sparkrt_kv_cache_bench [--json out.json] [--reps 15] [--quick]
 //                          [--decode-only] [--decode-subset]
+//                          [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... [--splits N]
 //
 // --decode-only skips the cache writes; --decode-subset times a few decode
 // shapes that span the cases (batch 1 and large batches, GQA 4 and 8, MHA),
-// for comparing kernel builds (SPARKRT_KERNEL_PATH) in one session.
+// for comparing kernel builds (SPARKRT_KERNEL_PATH) in one session;
+// --decode-shape (repeatable) times only the decode shapes given, in bf16 and
+// fp8. --splits N asks the op for exactly N splits (1: none) instead of its
+// own choice, to tune the split rule.
 //
 // Each configuration is timed as a CUDA graph of back-to-back ops (captured
 // through sparkrt.graph.v1, so host submission never starves the GPU),
@@ -54,6 +58,11 @@ struct Args {
   bool quick = false;
   bool decode_only = false;
   bool decode_subset = false;
+  struct Shape {
+    uint32_t batch, context, q_heads, kv_heads;
+  };
+  std::vector<Shape> decode_shapes;
+  uint32_t splits = 0;  // 0: the op's choice
 };
 
 struct Row {
@@ -138,7 +147,7 @@ Row bench_cache_write(Device& dev, const ops::KvCacheKernels& k, Filler& fill, S
 
 Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream stream,
                  std::mt19937_64& gen, bool fp8, uint32_t batch, uint32_t context,
-                 uint32_t q_heads, uint32_t kv_heads, int reps) {
+                 uint32_t q_heads, uint32_t kv_heads, uint32_t splits, int reps) {
   const uint32_t dim = 128, block_size = 16, row = kv_heads * dim;
   const uint64_t elem = fp8 ? 1 : 2;
   const uint32_t blocks_per_seq = (context + block_size - 1) / block_size;
@@ -178,7 +187,7 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
                              .block_size = block_size, .inv_sqrt_d = inv_sqrt_d,
                              .q_stride = q_heads * dim, .sliding_window = 0,
                              .max_seq_len = context, .workspace = ws.ptr(),
-                             .workspace_bytes = ws_bytes};
+                             .workspace_bytes = ws_bytes, .num_splits = splits};
   ops::PagedDecodeAttnFp8Args a8{.q = q.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(),
                                  .out = out.ptr(), .block_tables = bt.ptr(), .seq_lens = sl.ptr(),
                                  .max_blocks_per_seq = blocks_per_seq, .num_seqs = batch,
@@ -187,7 +196,8 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
                                  .inv_sqrt_d = inv_sqrt_d, .k_scale = 0.02f, .v_scale = 0.03f,
                                  .q_stride = q_heads * dim, .cache_stride = cache_stride,
                                  .sliding_window = 0, .max_seq_len = context,
-                                 .workspace = ws.ptr(), .workspace_bytes = ws_bytes};
+                                 .workspace = ws.ptr(), .workspace_bytes = ws_bytes,
+                                 .num_splits = splits};
   const auto plan = fp8 ? ok(ops::plan_paged_decode(dev, a8), "plan")
                         : ok(ops::plan_paged_decode(dev, a), "plan");
   auto op = [&](int i, Stream st) -> absl::Status {
@@ -235,10 +245,20 @@ int main(int argc, char** argv) {
     } else if (a == "--decode-subset") {
       args.decode_only = true;
       args.decode_subset = true;
+    } else if (Args::Shape d{}; a == "--decode-shape" && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%ux%ux%ux%u", &d.batch, &d.context, &d.q_heads,
+                           &d.kv_heads) == 4 &&
+               d.batch > 0 && d.context > 0 && d.kv_heads > 0 && d.q_heads % d.kv_heads == 0) {
+      args.decode_only = true;
+      args.decode_shapes.push_back(d);
+      ++i;
+    } else if (a == "--splits" && i + 1 < argc) {
+      args.splits = uint32_t(std::max(0, std::atoi(argv[++i])));
     } else {
       std::fprintf(stderr,
                    "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] "
-                   "[--decode-subset]\n",
+                   "[--decode-subset] [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... "
+                   "[--splits N]\n",
                    argv[0]);
       return 2;
     }
@@ -269,30 +289,26 @@ int main(int argc, char** argv) {
     for (bool fp8 : {false, true})
       for (uint32_t t : tokens)
         rows.push_back(bench_cache_write(dev, k, fill, stream, gen, fp8, t, args.reps));
-  struct Shape {
-    uint32_t batch, context, q_heads, kv_heads;
-  };
+  using Shape = Args::Shape;
+  std::vector<Shape> shapes = args.decode_shapes;
   const Shape subset[] = {{1, 4096, 32, 8},   {1, 32768, 32, 8}, {8, 16384, 32, 8},
                           {32, 4096, 32, 8},  {128, 16384, 32, 8}, {1, 8192, 64, 8},
                           {32, 8192, 64, 8},  {32, 4096, 32, 32}};
-  if (args.decode_subset) {
-    for (bool fp8 : {false, true})
-      for (const Shape& sh : subset)
-        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, sh.batch, sh.context,
-                                    sh.q_heads, sh.kv_heads, args.reps));
-  }
-  for (bool fp8 : {false, true}) {
-    if (args.decode_subset) break;
+  if (shapes.empty() && args.decode_subset) shapes.assign(std::begin(subset), std::end(subset));
+  if (shapes.empty()) {
     for (uint32_t b : batches)
-      for (uint32_t c : contexts)
-        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, b, c, 32, 8, args.reps));
+      for (uint32_t c : contexts) shapes.push_back({b, c, 32, 8});
     if (!args.quick) {
       for (uint32_t b : {1u, 32u}) {
-        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, b, 8192, 64, 8, args.reps));
-        rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, b, 4096, 32, 32, args.reps));
+        shapes.push_back({b, 8192, 64, 8});
+        shapes.push_back({b, 4096, 32, 32});
       }
     }
   }
+  for (bool fp8 : {false, true})
+    for (const Shape& sh : shapes)
+      rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, sh.batch, sh.context,
+                                  sh.q_heads, sh.kv_heads, args.splits, args.reps));
 
   const auto& props = dev.properties();
   print_device_line(props, ceiling);

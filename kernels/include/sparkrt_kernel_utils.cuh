@@ -103,6 +103,24 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, uint32_t src_bytes) {
   cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(dst)), src, src_bytes);
 }
+// As cp_async16, under an L2 cache policy from createpolicy (for example
+// evict_first_policy() for data read once).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32_t src_bytes,
+                                           uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst),
+               "l"(src), "r"(src_bytes), "l"(policy));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, uint32_t src_bytes,
+                                           uint64_t policy) {
+  cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(dst)), src, src_bytes, policy);
+}
+// An L2 policy that evicts these lines first: a stream read once then keeps
+// out of the way of code and small tables.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }

@@ -526,6 +526,9 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
     if (!s.ok) s.k = s.v = p.k_cache;
     return s;
   };
+  // K/V rows are read once: they leave L2 first, so the block tables and the
+  // code stay.
+  const uint64_t policy = sparkrt_kernels::evict_first_policy();
   auto issue = [&](uint32_t tile, uint8_t* base, const Entries& e) {
 #pragma unroll
     for (uint32_t i = 0; i < kGroupsOf8; ++i) {
@@ -534,11 +537,13 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
       const uint32_t n = s.ok ? 16u : 0u;  // 0: the chunk is zero-filled
       uint8_t* krow = base + r * kPitchK;
 #pragma unroll
-      for (uint32_t c = part; c < kDim / 16; c += 4) cp_async16(krow + 16 * c, s.k + 16 * c, n);
+      for (uint32_t c = part; c < kDim / 16; c += 4)
+        cp_async16(krow + 16 * c, s.k + 16 * c, n, policy);
       if (!shared_v) {
         uint8_t* vrow = base + kTile * kPitchK + r * kPitchV;
 #pragma unroll
-        for (uint32_t c = part; c < kDv / 16; c += 4) cp_async16(vrow + 16 * c, s.v + 16 * c, n);
+        for (uint32_t c = part; c < kDv / 16; c += 4)
+          cp_async16(vrow + 16 * c, s.v + 16 * c, n, policy);
       }
       if (part == 0) base[flags_at + r] = s.ok;
     }

@@ -586,6 +586,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     const uint32_t steps = (TT * R + 31) / 32;
     const uint32_t r_lane = lane / R, c_lane = lane % R, r_step = 32 / R, c_step = 32 % R;
     constexpr uint32_t kMaxSteps = (TT * NKC * 2 * sizeof(T) + 31) / 32;  // head_dim 32 NKC
+    const uint64_t policy = sparkrt_kernels::evict_first_policy();
     auto copy_chunk = [&](uint32_t dst, uint32_t r, uint32_t ch) {
       const int32_t b = __shfl_sync(kFull, batch_blk, copy_in_batch * TT + (r < TT ? r : 0));
       const uint32_t tok = copy_tile + r;
@@ -594,9 +595,9 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
       const uint64_t off = on ? row_off(b, tok) : 0;
       const uint32_t cb = 16 * ch;
       cp_async16(dst + r * pitch + (cb ^ kx(r)), reinterpret_cast<const char*>(kc + off) + cb,
-                 on ? 16 : 0);
+                 on ? 16 : 0, policy);
       cp_async16(dst + (TT + r) * pitch + (cb ^ vx(r)),
-                 reinterpret_cast<const char*>(vc + off) + cb, on ? 16 : 0);
+                 reinterpret_cast<const char*>(vc + off) + cb, on ? 16 : 0, policy);
     };
     auto copy_next = [&] {
       if (copy_tile < t1) {

@@ -324,14 +324,19 @@ DecodeShape shape_of(const A& a) {
 // memory (under kDecodeStaticSmem).
 constexpr uint32_t kDecodeStaticSmem = 16 * 1024;
 constexpr uint32_t kDecodeStages = 2;
+// Tokens of a warp iteration.
+constexpr uint32_t decode_tile_tokens(uint32_t head_dim) { return head_dim <= 64 ? 16 : 8; }
+// The split rule (plan_decode): K/V bytes a CTA's stages must hold for one
+// CTA per multiprocessor to keep enough in flight, and the split length from
+// which that matters.
+constexpr uint64_t kDecodeInFlightBytes = 64 * 1024;
+constexpr uint64_t kDecodeLongSplitBytes = 512 * 1024;
 
 uint32_t decode_shared_mem(const DeviceProperties& props, const DecodeShape& s) {
   const uint32_t row = s.head_dim * s.elem_bytes;
   if (row % 16 != 0 || s.block_stride_bytes % 16 != 0) return 0;  // 16-byte copies
-  // Tokens of a warp iteration.
-  const uint32_t tile = s.head_dim <= 64 ? 16 : 8;
-  const uint32_t bytes =
-      kDecodeStages * (kKvBlockThreads / 32) * 2 * tile * ((row + 127) / 128 * 128);
+  const uint32_t bytes = kDecodeStages * (kKvBlockThreads / 32) * 2 *
+                        decode_tile_tokens(s.head_dim) * ((row + 127) / 128 * 128);
   const uint32_t per_cta = (props.max_shared_memory_per_block_optin + 1024) / 2;
   return kDecodeStaticSmem + 1024 + bytes <= per_cta ? bytes : 0;
 }
@@ -421,16 +426,31 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
   }
 
   // Automatic: split only when the one-pass CTAs leave at least half of the
-  // device's resident CTA slots (two per multiprocessor) empty, into as many
-  // parts as fit the slots in one wave, each with a useful run of tokens.
+  // device's resident CTA slots (two per multiprocessor) empty, into parts
+  // that run in one wave, each with a useful run of tokens.
   const uint64_t ctas = uint64_t{s.num_q_heads / plan.heads_per_cta} * s.num_seqs;
-  const uint64_t slots = 2 * uint64_t{std::max<uint32_t>(props.multiprocessor_count, 1)};
-  if (ctas * 2 > slots || room < 2) return plan;
+  const uint64_t sms = std::max<uint32_t>(props.multiprocessor_count, 1);
+  if (ctas > sms || room < 2) return plan;
   uint64_t context = uint64_t{s.max_blocks_per_seq} * s.block_size;
   if (s.max_seq_len != 0) context = std::min<uint64_t>(context, s.max_seq_len);
   if (s.sliding_window != 0) context = std::min<uint64_t>(context, s.sliding_window);
+  // CTAs per multiprocessor. One, when that still gives the one-launch merge:
+  // there fewer, longer splits finish sooner, as a split's fixed costs (its
+  // block-table and partial round trips, the merge) outweigh what a second
+  // CTA adds in flight. Two otherwise, and also when a CTA stages less than
+  // kDecodeInFlightBytes and its split would read kDecodeLongSplitBytes or
+  // more (fp8 caches at long context): bandwidth bounds such splits.
+  // Measured on the H200 (docs/benchmarks.md, "Split count").
+  uint64_t per_sm = 2;
+  if (sms / ctas >= kMinMergeSplits) {
+    const uint64_t token_bytes = 2ull * s.head_dim * s.elem_bytes;  // K and V rows
+    const uint64_t staged = uint64_t{kDecodeStages} * (kKvBlockThreads / 32) *
+                            decode_tile_tokens(s.head_dim) * token_bytes;
+    const uint64_t split_bytes = context / (sms / ctas) * token_bytes;
+    per_sm = staged < kDecodeInFlightBytes && split_bytes >= kDecodeLongSplitBytes ? 2 : 1;
+  }
   const uint64_t splits =
-      std::min({slots / ctas, context / kMinTokensPerSplit, uint64_t{room}});
+      std::min({per_sm * sms / ctas, context / kMinTokensPerSplit, uint64_t{room}});
   if (splits >= 2) plan.num_splits = static_cast<uint32_t>(splits);
   return plan;
 }

@@ -142,15 +142,16 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 one pass, heads per CTA from the GQA
 
 TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot cover") {
   Fixture f;
-  // Batch 1, 8 CTAs, context 4096: 264 / 8 = 33 fit the slots, 4096 / 128 =
-  // 32 by length: 32 splits.
+  // Batch 1, 8 CTAs, context 4096: one CTA per multiprocessor gives 132 / 8
+  // = 16 splits, enough for the one-launch merge; 4096 / 128 = 32 by length:
+  // 16 splits.
   ops::PagedDecodeAttnArgs a = f.bf16_args(1, 256);
   a.workspace = f.fake_ptr();
   a.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128);
   REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
   const auto launches = f.mock.launches();
   REQUIRE(launches.size() == 1);
-  const uint32_t n = 32;
+  const uint32_t n = 16;
   check_common(launches[0], "paged_decode_attn_bf16_split_merge", Dim3{8, 1, n}, f.stream);
   // The counters first (a sixteenth of the workspace, rounded down to 256
   // bytes), then the partial outputs, then the (max, sum) pairs at the next
@@ -230,13 +231,16 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot
   }
 }
 
-TEST_CASE("ops mock: the split count fills the resident CTA slots in one wave") {
+TEST_CASE("ops mock: the split count fills the multiprocessors in one wave") {
   Fixture f;
-  // 2 x 132 slots; 32 query heads over 8 KV heads are 8 CTAs per sequence.
+  // 132 multiprocessors; 32 query heads over 8 KV heads are 8 CTAs per
+  // sequence. One CTA per multiprocessor where that gives at least 8 splits
+  // (batch 1 and 2), else two (264 slots).
   struct Case {
     uint32_t batch, splits;
   };
-  for (const Case c : {Case{1, 32}, Case{8, 4}, Case{16, 2}, Case{17, 1}, Case{32, 1}}) {
+  for (const Case c : {Case{1, 16}, Case{2, 8}, Case{3, 11}, Case{8, 4}, Case{16, 2},
+                       Case{17, 1}, Case{32, 1}}) {
     CAPTURE(c.batch);
     ops::PagedDecodeAttnArgs a = f.bf16_args(c.batch, 256);  // context 4096
     a.workspace = f.fake_ptr();
@@ -257,16 +261,38 @@ TEST_CASE("ops mock: the split count fills the resident CTA slots in one wave") 
                  Dim3{8, c.batch, c.splits}, f.stream);
   }
   // GQA 8 (64 query heads over 8 KV heads): 8 heads per CTA, still 8 CTAs
-  // per sequence.
-  ops::PagedDecodeAttnArgs b = f.bf16_args(1, 512);
-  b.num_q_heads = 64;
-  b.q_stride = 64 * 128;
-  b.workspace = f.fake_ptr();
-  b.workspace_bytes = ops::paged_decode_workspace_bytes(1, 64, 128);
-  auto plan = ops::plan_paged_decode(*f.dev, b);
-  REQUIRE(plan.ok());
-  CHECK(plan->heads_per_cta == 8);
-  CHECK(plan->num_splits == 33);
+  // per sequence, and one per multiprocessor even at 32K tokens (bf16 CTAs
+  // stage 64 KB).
+  for (const uint32_t blocks : {512u, 2048u}) {
+    CAPTURE(blocks);
+    ops::PagedDecodeAttnArgs b = f.bf16_args(1, blocks);
+    b.num_q_heads = 64;
+    b.q_stride = 64 * 128;
+    b.workspace = f.fake_ptr();
+    b.workspace_bytes = ops::paged_decode_workspace_bytes(1, 64, 128);
+    auto plan = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(plan.ok());
+    CHECK(plan->heads_per_cta == 8);
+    CHECK(plan->num_splits == 16);
+  }
+  // An fp8 CTA stages 32 KB: two per multiprocessor once a split of the
+  // one-per-multiprocessor count would read 512 KB (2048 tokens of 256
+  // bytes), from 32K tokens at batch 1 and 16K at batch 2.
+  struct Fp8Case {
+    uint32_t batch, blocks, splits;
+  };
+  for (const Fp8Case c : {Fp8Case{1, 256, 16}, Fp8Case{1, 1024, 16}, Fp8Case{1, 2047, 16},
+                          Fp8Case{1, 2048, 33}, Fp8Case{2, 512, 8}, Fp8Case{2, 1024, 16},
+                          Fp8Case{8, 64, 4}}) {
+    CAPTURE(c.batch);
+    CAPTURE(c.blocks);
+    ops::PagedDecodeAttnFp8Args b = f.fp8_args(c.batch, c.blocks);
+    b.workspace = f.fake_ptr();
+    b.workspace_bytes = ops::paged_decode_workspace_bytes(c.batch, 32, 128);
+    auto plan = ops::plan_paged_decode(*f.dev, b);
+    REQUIRE(plan.ok());
+    CHECK(plan->num_splits == c.splits);
+  }
 }
 
 TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
@@ -303,8 +329,8 @@ TEST_CASE("ops mock: paged_decode_attn_fp8 one pass and split") {
               MockArg::of(a.q_stride), MockArg::of(a.cache_stride),
               MockArg::of(a.sliding_window)});
 
-  // With a workspace: 8 CTAs fit 264 / 8 = 33 times in the slots, the window
-  // allows 1000 / 128 = 7: 7 splits.
+  // With a workspace: 8 CTAs, one per multiprocessor, fit 132 / 8 = 16
+  // times; the window allows 1000 / 128 = 7: 7 splits.
   REQUIRE_OK(f.mock.reset());
   ops::PagedDecodeAttnFp8Args b = a;
   b.workspace = f.fake_ptr();
