@@ -182,11 +182,13 @@ class Filler {
   Buf src_[3];
 };
 
-// Median time of `op` launched eagerly, in microseconds, with events.
+// Median time of `op` launched eagerly, in microseconds, with events. With
+// SPARKRT_BENCH_TRACE set, every call's time goes to stderr too.
 template <typename Op>
 double time_events(Device& dev, Stream stream, int reps, Op op) {
   const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
   std::vector<double> us;
+  const bool trace = std::getenv("SPARKRT_BENCH_TRACE") != nullptr;
   for (int rep = 0; rep < reps + 3; ++rep) {
     ok(dev.record_event(ev0, stream), "record");
     ok(op(stream), "op");
@@ -194,6 +196,7 @@ double time_events(Device& dev, Stream stream, int reps, Op op) {
     ok(dev.synchronize_event(ev1), "event sync");
     const float ms = ok(dev.elapsed_ms(ev0, ev1), "elapsed");
     if (rep >= 3) us.push_back(1000.0 * ms);
+    if (trace) std::fprintf(stderr, "call %d %.2f\n", rep, 1000.0 * ms);
   }
   ok(dev.destroy_event(ev0), "event");
   ok(dev.destroy_event(ev1), "event");

@@ -185,11 +185,15 @@ struct DecodeRow {
   std::string dtype;
   uint32_t batch = 0, context = 0, q_heads = 0, block_size = 0, splits = 1;
   double us = 0, bytes = 0;
+  double copy_tbps = 0;  // the copy rate measured right after this shape
   double gbps() const { return bytes / us / 1e3; }
   // Both products: 2 * (576 + 512) multiply-adds per head and token.
   double tflops() const { return 2.0 * batch * q_heads * context * (576.0 + 512.0) / us / 1e6; }
   double frac() const { return gbps() / (kCeilingTBps * 1e3); }
 };
+
+// Copies timed after each decode shape (1 GiB each, about 0.5 ms on an H200).
+constexpr int kCopyAfterReps = 10;
 
 DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stream stream,
                        std::mt19937_64& gen, bool nvfp4, uint32_t q_heads, uint32_t batch,
@@ -343,6 +347,9 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_for(std::chrono::milliseconds(args.pause_ms));
           decode.push_back(
               bench_decode(dev, mk, fill, stream, gen, s.nvfp4, s.q_heads, b, c, args.reps));
+          // The copy in the state the shape left the device in (a rested
+          // device copies faster than one under sustained load).
+          decode.back().copy_tbps = copy_ceiling(dev, stream, kCopyAfterReps);
         }
   }
 
@@ -359,12 +366,13 @@ int main(int argc, char** argv) {
                 r.tokens_timed, r.step_us, r.kernel_us, r.step_us - r.kernel_us, r.bus_bytes / 1e6);
   std::printf(
       "\nmla_paged_decode: q_head_dim = kv_cache_dim = 576, 1 KV head, one pool for K and V\n");
-  std::printf("%-6s %6s %7s %4s %6s %6s %10s %9s %8s %7s\n", "dtype", "batch", "context", "hq",
-              "block", "splits", "us", "GB/s", "ceiling", "TFLOPS");
+  std::printf("%-6s %6s %7s %4s %6s %6s %10s %9s %8s %7s %9s %8s\n", "dtype", "batch", "context",
+              "hq", "block", "splits", "us", "GB/s", "ceiling", "TFLOPS", "copy TB/s", "vs copy");
   for (const DecodeRow& r : decode)
-    std::printf("%-6s %6u %7u %4u %6u %6u %10.2f %9.1f %7.1f%% %7.1f\n", r.dtype.c_str(), r.batch,
-                r.context, r.q_heads, r.block_size, r.splits, r.us, r.gbps(), 100.0 * r.frac(),
-                r.tflops());
+    std::printf("%-6s %6u %7u %4u %6u %6u %10.2f %9.1f %7.1f%% %7.1f %9.2f %7.1f%%\n",
+                r.dtype.c_str(), r.batch, r.context, r.q_heads, r.block_size, r.splits, r.us,
+                r.gbps(), 100.0 * r.frac(), r.tflops(), r.copy_tbps,
+                100.0 * r.gbps() / (r.copy_tbps * 1e3));
 
   if (!args.json.empty()) {
     FILE* f = open_json(args.json, props, ceiling);
@@ -390,9 +398,11 @@ int main(int argc, char** argv) {
                    "    {\"op\": \"mla_paged_decode_%s\", \"batch\": %u, \"context\": %u, "
                    "\"num_q_heads\": %u, \"num_kv_heads\": 1, \"q_head_dim\": 576, "
                    "\"kv_cache_dim\": 576, \"block_size\": %u, \"splits\": %u, \"us\": %.3f, "
-                   "\"bytes\": %.0f, \"gbps\": %.1f, \"frac\": %.4f, \"tflops\": %.2f}%s\n",
+                   "\"bytes\": %.0f, \"gbps\": %.1f, \"frac\": %.4f, \"tflops\": %.2f, "
+                   "\"copy_after_tbps\": %.3f}%s\n",
                    r.dtype.c_str(), r.batch, r.context, r.q_heads, r.block_size, r.splits, r.us,
-                   r.bytes, r.gbps(), r.frac(), r.tflops(), i + 1 < decode.size() ? "," : "");
+                   r.bytes, r.gbps(), r.frac(), r.tflops(), r.copy_tbps,
+                   i + 1 < decode.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);
