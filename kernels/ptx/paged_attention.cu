@@ -9,9 +9,9 @@
 // them. Each warp walks its own tiles of 8 tokens (16 for head_dim <= 64)
 // with its own online softmax (base 2) and no barrier. When the launch gives
 // dynamic shared memory, a warp copies its next tile's rows into its own
-// stage with cp.async while it computes the current one; without it, the
-// lanes load a tile's K and V rows straight into registers and ask L2 for
-// the next tile's rows. The warps' results are merged through shared memory
+// stage with cp.async (L2 evict-first: rows are read once) while it computes
+// the current one; without it, the lanes load a tile's K and V rows straight
+// into registers and ask L2 for the next tile's rows. The warps' results are merged through shared memory
 // at the end.
 //
 // The products run on the tensor cores (mma.sync, f32 accumulate), with the
