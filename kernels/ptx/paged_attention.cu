@@ -211,109 +211,117 @@ struct Params {
 
 // Static shared memory of one CTA: q's fragments, the warps' (max, sum) per
 // head, and a small buffer for the warps' tree reduction (as many warps'
-// accumulators at once as fit) and the split-merge weights. Dynamic shared
-// memory, when the launch gives kWarps * kStages stages of 2 * TT * pitch
-// bytes, holds each warp's staging while the tiles run (else the lanes load
-// rows into registers), then, if it holds half the warps' accumulators, the
-// reduction.
+// accumulators at once as fit). Dynamic shared memory, when the launch gives
+// kWarps * kStages stages of 2 * TT * pitch bytes, holds each warp's staging
+// while the tiles run (else the lanes load rows into registers), then the
+// reduction if it holds half the warps' accumulators (all of them: one step).
 constexpr int kMaxAccRegs = 4 * 4 * (kMaxHeadDim / 64);  // m-tiles x 4 at head_dim 256
-constexpr uint32_t kMaxMergeSplits = 256;  // most splits a split-merge launch merges
 struct Smem {
   uint2 qa[2 * (kMaxHeadDim / 32)][32];  // q's A fragments, by k-step and lane
   float ml[kWarps][kMaxHpc][2];
-  float red[kMaxHpc * (kMaxMergeSplits + 1)];
+  float red[kMaxAccRegs * 32];  // one warp's accumulators at head_dim 256
 };
-static_assert(sizeof(Smem::red) >= kMaxAccRegs * 32 * sizeof(float),
-              "the reduction buffer holds one warp's accumulators");
 // The op budgets 16 KB for it (kDecodeStaticSmem in ops/src/kv_cache.cc).
 static_assert(sizeof(Smem) + 256 <= 16 * 1024, "static shared memory within the op's budget");
 
 // Split-merge: after every CTA of a (sequence, head group) has written its
 // partials, the last to arrive merges them into `out` (the combine's
 // arithmetic) and returns the group's counter to zero for the next launch.
-// Release: each writer fences its partial stores before the CTA's arrival;
-// acquire: the merging CTA fences after seeing the last ticket and reads the
-// partials from L2.
-__device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc, Smem& sm) {
+// The barrier orders every warp's partial stores before thread 0's arrival,
+// which releases them and, in the last CTA, acquires the others' (the
+// barrier after it passes that on), so the partials are read from L2 with no
+// further fence.
+__device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc) {
   __shared__ uint32_t last;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t* ctr = p.counters + uint64_t{blockIdx.y} * gridDim.x + blockIdx.x;
-    const uint32_t ticket = atomicAdd(ctr, 1u);
+    uint32_t ticket;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(ticket)
+                 : "l"(ctr)
+                 : "memory");
     const uint32_t is_last = ticket == p.num_splits - 1 ? 1u : 0u;
     if (is_last) atomicExch(ctr, 0u);
     last = is_last;
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
+  // Column i (4 dims of one head) is merged by T consecutive lanes, each over
+  // every T-th split: the common max and the sums go through shuffles, not
+  // shared memory. A lane loads its first kChunk splits' (max, sum) pairs
+  // and partials at once, so up to kChunk splits a lane (every split count
+  // the op picks at 4 query heads per CTA) the merge costs one round trip to
+  // L2; each further chunk costs two, kept short because this code runs once
+  // a launch (16 pairs up front measured slower at batch 1).
   const uint32_t S = p.num_splits, D = p.head_dim, D4 = D / 4;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const uint64_t row0 = uint64_t{blockIdx.y} * p.num_q_heads + uint64_t{blockIdx.x} * hpc;
-  float* wz = sm.red;                            // [hpc][S] split weights
-  float* lsum = wz + kMaxHpc * kMaxMergeSplits;  // [hpc] total sums
-  if (uint32_t(warp) < hpc) {
-    const float* ml = p.part_ml + (row0 + warp) * S * 2;
-    float m = -INFINITY;
-    for (uint32_t z = lane; z < S; z += 32) {
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(ml) + z);
-      if (v.y > 0.f) m = fmaxf(m, v.x);
-    }
-#pragma unroll
-    for (int k = 16; k >= 1; k /= 2) m = fmaxf(m, __shfl_xor_sync(kFull, m, k));
-    float l = 0.f;
-    for (uint32_t z = lane; z < S; z += 32) {
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(ml) + z);
-      const float w = (m != -INFINITY && v.y > 0.f) ? exp2f(v.x - m) : 0.f;
-      wz[warp * S + z] = w;
-      l += w * v.y;
-    }
-#pragma unroll
-    for (int k = 16; k >= 1; k /= 2) l += __shfl_xor_sync(kFull, l, k);
-    if (lane == 0) lsum[warp] = l;
-  }
-  __syncthreads();
-  // Column i (4 dims of one head) is summed by T consecutive threads, each
-  // over every T-th split, loads first; T = the threads left per column.
   const uint32_t cols = hpc * D4;
   uint32_t T = 1;
   while (T < 32 && 2 * T * cols <= uint32_t(kThreads)) T *= 2;
-  const uint32_t sub = threadIdx.x % T;
-  for (uint32_t i = threadIdx.x / T;
-       i < (cols + (kThreads / T) - 1) / (kThreads / T) * (kThreads / T); i += kThreads / T) {
+  const uint32_t sub = threadIdx.x % T, per_pass = kThreads / T;
+  constexpr int kChunk = 8;
+  for (uint32_t i = threadIdx.x / T; i < (cols + per_pass - 1) / per_pass * per_pass;
+       i += per_pass) {
     const bool on = i < cols;
     const uint32_t h = on ? i / D4 : 0, d4 = on ? i % D4 : 0;
+    const float2* ml = reinterpret_cast<const float2*>(p.part_ml) + (row0 + h) * S;
     const float4* acc = reinterpret_cast<const float4*>(p.part_acc + (row0 + h) * S * D) + d4;
-    const float* w = wz + h * S;
+    // The pairs and partials of splits sub + (u0 + u) T, u < kChunk.
+    float2 v[kChunk];
+    float4 a[kChunk];
+    auto load = [&](uint32_t u0, bool parts) {
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+        const uint32_t z = sub + (u0 + u) * T;
+        const bool in = on && z < S;
+        v[u] = in ? __ldcg(ml + z) : make_float2(-INFINITY, 0.f);
+        if (parts) a[u] = in ? __ldcg(acc + uint64_t{z} * D4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    };
+    float m = -INFINITY;  // over the splits with tokens: an empty one takes no part
+    auto take_max = [&] {
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u)
+        if (v[u].y > 0.f) m = fmaxf(m, v[u].x);
+    };
+    load(0, true);
+    take_max();
+    float2 v0[kChunk];  // the first chunk's pairs, kept while later ones load
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u) v0[u] = v[u];
+    for (uint32_t u0 = kChunk; sub + u0 * T < S; u0 += kChunk) {
+      load(u0, false);
+      take_max();
+    }
+    for (uint32_t k = 1; k < T; k *= 2) m = fmaxf(m, __shfl_xor_sync(kFull, m, k));
+    float l = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (uint32_t z0 = sub; z0 < S; z0 += 8 * T) {
-      float4 a[8];
+    auto add = [&](const float2(&w)[kChunk]) {
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const uint32_t z = z0 + u * T;
-        a[u] = on && z < S ? __ldcg(acc + uint64_t{z} * D4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int u = 0; u < kChunk; ++u) {
+        if (!(w[u].y > 0.f)) continue;
+        const float f = exp2f(w[u].x - m);
+        l += f * w[u].y;
+        o.x += f * a[u].x;
+        o.y += f * a[u].y;
+        o.z += f * a[u].z;
+        o.w += f * a[u].w;
       }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const uint32_t z = z0 + u * T;
-        const float wu = z < S ? w[z] : 0.f;
-        if (wu != 0.f) {  // an empty split takes no part
-          o.x += wu * a[u].x;
-          o.y += wu * a[u].y;
-          o.z += wu * a[u].z;
-          o.w += wu * a[u].w;
-        }
-      }
+    };
+    add(v0);
+    for (uint32_t u0 = kChunk; sub + u0 * T < S; u0 += kChunk) {
+      load(u0, true);
+      add(v);
     }
     for (uint32_t k = 1; k < T; k *= 2) {
+      l += __shfl_xor_sync(kFull, l, k);
       o.x += __shfl_xor_sync(kFull, o.x, k);
       o.y += __shfl_xor_sync(kFull, o.y, k);
       o.z += __shfl_xor_sync(kFull, o.z, k);
       o.w += __shfl_xor_sync(kFull, o.w, k);
     }
     if (on && sub == 0) {
-      const float l = lsum[h];
       const float inv = l > 0.f ? 1.f / l : 0.f;
       __nv_bfloat162* dst =
           reinterpret_cast<__nv_bfloat162*>(p.out + (row0 + h) * D + 4 * uint64_t{d4});
@@ -746,59 +754,86 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
       o[mt][q + 2] *= f;
     }
   }
-  // The reduction's buffer: dynamic shared memory if it holds half the
-  // warps' accumulators, else the static one, `red_cap` warps at a time.
-  constexpr uint32_t kSlot = 4 * MT * 32;  // floats of one warp's accumulators
-  float* red = sm.red;
-  uint32_t red_cap = uint32_t(sizeof(sm.red) / sizeof(float)) / kSlot;
-  if (dynamic_smem_bytes() >= (kWarps / 2) * kSlot * sizeof(float)) {
-    red = reinterpret_cast<float*>(dyn);
-    red_cap = kWarps / 2;
-  }
-  for (uint32_t half = kWarps / 2; half >= 1; half /= 2) {
-    for (uint32_t c0 = 0; c0 < half; c0 += red_cap) {
-      const uint32_t n = min(red_cap, half - c0);  // warps half + c0 + i add into c0 + i
-      const uint32_t w = uint32_t(warp);
-      if (w >= half + c0 && w < half + c0 + n) {
-        float* slot = red + (w - half - c0) * kSlot;
-#pragma unroll
-        for (int k = 0; k < 4 * MT; ++k) slot[k * 32 + lane] = o[k / 4][k % 4];
-      }
-      __syncthreads();
-      if (w >= c0 && w < c0 + n) {
-        const float* slot = red + (w - c0) * kSlot;
-#pragma unroll
-        for (int k = 0; k < 4 * MT; ++k) o[k / 4][k % 4] += slot[k * 32 + lane];
-      }
-      __syncthreads();
-    }
-  }
-  // Warp 0 writes; every warp then takes part in the merge from this one
-  // call (its barriers must be reached converged).
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const uint32_t h = 2 * c + q;
-    if (warp != 0 || h >= hpc) continue;
+  // Writes element k of this lane's accumulators (m-tile k / 4, register
+  // k % 4), summed over the warps: out for the one-pass entries, else the
+  // unnormalised partial (warp 0 also writes the (max, sum) pairs).
+  auto write = [&](uint32_t k, float v) {
+    const uint32_t mt = k / 4, r = (k % 4) / 2, q = k % 2;
+    const uint32_t h = 2 * c + q, d = 8 * (g + 8 * (mt / 4)) + 2 * (mt % 4) + r;
+    if (h >= hpc || d >= D) return;
     const uint64_t qrow = uint64_t{seq} * p.num_q_heads + head0 + h;
-    const float inv = lh[q] > 0.f ? p.v_scale / lh[q] : 0.f;
-    const uint64_t prow = qrow * p.num_splits + blockIdx.z;
+    if (p.num_splits == 0) {
+      const float l = q == 0 ? lh[0] : lh[1];
+      p.out[qrow * D + d] = __float2bfloat16_rn(l > 0.f ? v * (p.v_scale / l) : 0.f);
+    } else {
+      p.part_acc[(qrow * p.num_splits + blockIdx.z) * D + d] = v * p.v_scale;
+    }
+  };
+  if (p.num_splits != 0 && warp == 0 && g == 0) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const uint32_t d = 8 * (g + 8 * (mt / 4)) + 2 * (mt % 4) + r;
-        if (d >= D) continue;
-        if (p.num_splits == 0)
-          p.out[qrow * D + d] = __float2bfloat16_rn(o[mt][2 * r + q] * inv);
-        else
-          p.part_acc[prow * D + d] = o[mt][2 * r + q] * p.v_scale;
-      }
-    if (p.num_splits != 0 && g == 0) {
+    for (int q = 0; q < 2; ++q) {
+      const uint32_t h = 2 * c + q;
+      if (h >= hpc) continue;
+      const uint64_t prow =
+          (uint64_t{seq} * p.num_q_heads + head0 + h) * p.num_splits + blockIdx.z;
       p.part_ml[2 * prow] = mh[q];
       p.part_ml[2 * prow + 1] = lh[q];
     }
   }
-  if constexpr (MERGE) merge_splits(p, hpc, sm);
+  constexpr uint32_t kSlot = 4 * MT * 32;  // floats of one warp's accumulators
+  if (dynamic_smem_bytes() >= kWarps * kSlot * sizeof(float)) {
+    // Every warp's accumulators into dynamic shared memory at once; warp w
+    // then sums elements [w E, (w + 1) E) of each lane over the warps and
+    // writes them.
+    float* red = reinterpret_cast<float*>(dyn);
+#pragma unroll
+    for (int k = 0; k < 4 * MT; ++k) red[(warp * 4 * MT + k) * 32 + lane] = o[k / 4][k % 4];
+    __syncthreads();
+    constexpr int E = 4 * MT / kWarps;
+    static_assert(E * kWarps == 4 * MT, "the warps share the elements evenly");
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const uint32_t k = warp * E + e;
+      float v = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) v += red[(w * 4 * MT + k) * 32 + lane];
+      write(k, v);
+    }
+  } else {
+    // A tree sum through the static buffer, `red_cap` warps at a time (or
+    // dynamic shared memory if it holds half the warps'), then warp 0 writes.
+    float* red = sm.red;
+    uint32_t red_cap = uint32_t(sizeof(sm.red) / sizeof(float)) / kSlot;
+    if (dynamic_smem_bytes() >= (kWarps / 2) * kSlot * sizeof(float)) {
+      red = reinterpret_cast<float*>(dyn);
+      red_cap = kWarps / 2;
+    }
+    for (uint32_t half = kWarps / 2; half >= 1; half /= 2) {
+      for (uint32_t c0 = 0; c0 < half; c0 += red_cap) {
+        const uint32_t n = min(red_cap, half - c0);  // warps half + c0 + i add into c0 + i
+        const uint32_t w = uint32_t(warp);
+        if (w >= half + c0 && w < half + c0 + n) {
+          float* slot = red + (w - half - c0) * kSlot;
+#pragma unroll
+          for (int k = 0; k < 4 * MT; ++k) slot[k * 32 + lane] = o[k / 4][k % 4];
+        }
+        __syncthreads();
+        if (w >= c0 && w < c0 + n) {
+          const float* slot = red + (w - c0) * kSlot;
+#pragma unroll
+          for (int k = 0; k < 4 * MT; ++k) o[k / 4][k % 4] += slot[k * 32 + lane];
+        }
+        __syncthreads();
+      }
+    }
+    if (warp == 0) {
+#pragma unroll
+      for (int k = 0; k < 4 * MT; ++k) write(k, o[k / 4][k % 4]);
+    }
+  }
+  // Every warp takes part in the merge from this one call (its barriers
+  // must be reached converged).
+  if constexpr (MERGE) merge_splits(p, hpc);
 }
 
 // Chooses the instance for this launch: the lane layout from head_dim, the
@@ -814,7 +849,6 @@ __device__ __forceinline__ void dispatch(const Params& p) {
     return;
   const uint32_t hpc = p.num_q_heads / gridDim.x;
   if (hpc == 0 || hpc > kMaxHpc || (p.num_q_heads / p.num_kv_heads) % hpc != 0) return;
-  if (MERGE && p.num_splits > kMaxMergeSplits) return;
   if (D <= 64) return decode<T, 2, 1, 2, MERGE>(p, hpc, sm, dyn);
   if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128, MERGE>(p, hpc, sm, dyn);
   return decode<T, 8, 4, 1, MERGE>(p, hpc, sm, dyn);
