@@ -10,7 +10,9 @@
 # ctest_gpu.log, bench.txt, bench.json, and for the KV-cache ops
 # kv_bench.{txt,json} (sparkrt_kv_cache_bench) and kv_torch.json, kv_table.md
 # (the PyTorch baseline on the same shapes, tools/gpu/kv_torch_baseline.py),
-# and for the MLA ops mla_bench.{txt,json} (sparkrt_mla_bench).
+# and for the MLA ops mla_bench.{txt,json} (sparkrt_mla_bench); power.csv, the board's
+# power and SM clock every 100 ms, and power.txt, their summary per phase
+# (tools/gpu/power_summary.py): a phase under the power cap ran below the full clock.
 # Exit status: non-zero when a test failed or a benchmark did not run.
 #
 # Narrower runs: SPARKRT_GPU_TESTS=<ctest regex> runs only the matching gpu
@@ -48,8 +50,19 @@ unset SPARKRT_BACKEND SPARKRT_KERNEL_PATH SPARKRT_PLUGIN_PATH SPARKRT_SYNC_LAUNC
     grep 'not found' || echo "  none"
 } | tee "$out/device.txt"
 
+# Power and clock samples, and a timestamped line where each phase starts.
+sampler=
+: > "$out/phases.txt"
+phase() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%3N') $1" >> "$out/phases.txt"; }
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader -lms 100 > "$out/power.csv" 2>/dev/null &
+  sampler=$!
+fi
+
 status=0
 echo "== ctest -L gpu"
+phase "gpu tests"
 ctest --test-dir "$build" -L gpu ${SPARKRT_GPU_TESTS:+-R "$SPARKRT_GPU_TESTS"} \
   --output-on-failure --timeout 300 2>&1 | tee "$out/ctest_gpu.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -65,15 +78,18 @@ fi
 
 if [ "${SPARKRT_GPU_SKIP_LAUNCH_BENCH:-0}" != 1 ]; then
   echo "== sparkrt_gpu_bench"
+  phase "launch bench"
   "$build/bin/sparkrt_gpu_bench" --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
 if [ "${SPARKRT_GPU_SKIP_KV_BENCH:-0}" != 1 ] && [ -x "$build/bin/sparkrt_kv_cache_bench" ]; then
   echo "== sparkrt_kv_cache_bench"
+  phase "kv bench"
   "$build/bin/sparkrt_kv_cache_bench" --json "$out/kv_bench.json" 2>&1 | tee "$out/kv_bench.txt"
   if [ "${PIPESTATUS[0]}" -eq 0 ]; then
     echo "== PyTorch baseline on the same shapes"
+    phase "torch baseline"
     PYTHONUNBUFFERED=1 python3 "$repo/tools/gpu/kv_torch_baseline.py" --sparkrt "$out/kv_bench.json" \
       --json "$out/kv_torch.json" --markdown "$out/kv_table.md" || status=1
   else
@@ -83,8 +99,18 @@ fi
 
 if [ "${SPARKRT_GPU_SKIP_MLA_BENCH:-0}" != 1 ] && [ -x "$build/bin/sparkrt_mla_bench" ]; then
   echo "== sparkrt_mla_bench"
+  phase "mla bench"
   "$build/bin/sparkrt_mla_bench" --json "$out/mla_bench.json" 2>&1 | tee "$out/mla_bench.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+phase "end"
+if [ -n "$sampler" ]; then
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  echo "== power and SM clock by phase"
+  python3 "$repo/tools/gpu/power_summary.py" "$out/power.csv" "$out/phases.txt" |
+    tee "$out/power.txt"
 fi
 
 echo "== done: status $status, results in $out"
