@@ -11,8 +11,8 @@
 // dynamic shared memory, a warp copies its next tile's rows into its own
 // stage with cp.async (L2 evict-first: rows are read once) while it computes
 // the current one; without it, the lanes load a tile's K and V rows straight
-// into registers and ask L2 for the next tile's rows. The warps' results are merged through shared memory
-// at the end.
+// into registers and ask L2 for the next tile's rows. The warps' results are
+// merged through shared memory at the end.
 //
 // The products run on the tensor cores (mma.sync, f32 accumulate), with the
 // query heads as the 16 rows of the matrix (rows past hpc are zero):
@@ -250,10 +250,11 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc) {
   // Column i (4 dims of one head) is merged by T consecutive lanes, each over
   // every T-th split: the common max and the sums go through shuffles, not
   // shared memory. A lane loads its first kChunk splits' (max, sum) pairs
-  // and partials at once, so up to kChunk splits a lane (every split count
-  // the op picks at 4 query heads per CTA) the merge costs one round trip to
-  // L2; each further chunk costs two, kept short because this code runs once
-  // a launch (16 pairs up front measured slower at batch 1).
+  // and partials at once, so up to kChunk splits a lane (16 splits at 4
+  // query heads per CTA and head_dim 128, the op's batch-1 choice there) the
+  // merge costs one round trip to L2; each further chunk costs two, kept
+  // short because this code runs once a launch (16 pairs up front measured
+  // slower at batch 1).
   const uint32_t S = p.num_splits, D = p.head_dim, D4 = D / 4;
   const uint64_t row0 = uint64_t{blockIdx.y} * p.num_q_heads + uint64_t{blockIdx.x} * hpc;
   const uint32_t cols = hpc * D4;

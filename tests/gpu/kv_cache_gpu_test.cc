@@ -471,6 +471,11 @@ TEST_CASE("paged decode attention: GQA groups 2 and 6, generic head_dim, seed ge
     // One query head per CTA although the group is 4.
     run_decode({fp8, 16, 4, 128, 16, 0, {500, 31, 0}, 1, 1.0f}, gen, /*seed_geometry=*/true);
   }
+  // Split-merge with more than 8 splits a merging lane (the merge's later
+  // chunks): 8 query heads a CTA, one lane a column, in 24 splits, and 4 in 40;
+  // the short sequences leave later splits empty.
+  run_decode({false, 64, 8, 128, 16, 0, {3000, 40}, 24, 1.0f}, gen);
+  run_decode({true, 32, 8, 128, 16, 0, {5000, 100}, 40, 1.0f}, gen);
   // Batch 1, long context: the op splits on its own.
   run_decode({false, 32, 8, 128, 16, 0, {8192}, 0, 1.0f}, gen);
   run_decode({true, 32, 8, 128, 32, 2048, {8000}, 0, 1.0f}, gen);

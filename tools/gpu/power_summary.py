@@ -6,9 +6,10 @@
 power.csv: `nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,
 clocks_event_reasons.active --format=csv,noheader -lms N` lines. phases.txt: one
 "<timestamp> <phase>" line where each phase starts, in nvidia-smi's timestamp format, so
-the two sort alike; a last line named "end" ends the last phase. Prints, per phase, the samples' highest board power, the SM clock's
-range and how many samples had a clock-lowering reason set. A benchmark phase whose samples
-show the power cap ran below the full clock: compute-bound kernels then measure slower.
+the two sort alike; a last line named "end" ends the last phase. Prints, per phase, the
+samples' highest board power, the SM clock's range and how many samples had a
+clock-lowering reason set. A benchmark phase whose samples show the power cap ran below the
+full clock: compute-bound kernels then measure slower.
 """
 import sys
 
