@@ -173,22 +173,30 @@ __device__ __forceinline__ void mma_k8(float (&d)[4], uint32_t a0, uint32_t a1, 
   }
 }
 
-// A shared-memory read the compiler may not hoist out of the token loop
+// Shared-memory reads the compiler may not hoist out of the token loop
 // (which would hold the q fragments in registers again).
 __device__ __forceinline__ uint2 lds_u2(uint32_t addr) {
   uint2 v;
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
   return v;
 }
-
-__device__ __forceinline__ uint4 lds(uint32_t addr, uint4*) {
+__device__ __forceinline__ uint4 lds_u4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "r"(addr));
   return v;
 }
+__device__ __forceinline__ uint4 lds(uint32_t addr, uint4*) { return lds_u4(addr); }
 __device__ __forceinline__ uint2 lds(uint32_t addr, uint2*) { return lds_u2(addr); }
+
+// 2^x for x <= 0 with subnormal results flushed to zero (the softmax
+// weights, where those do not matter): one MUFU, without exp2f's range fix.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 struct Params {
   const __nv_bfloat16* q;
@@ -217,9 +225,15 @@ struct Params {
 // reduction if it holds half the warps' accumulators (all of them: one step).
 constexpr int kMaxAccRegs = 4 * 4 * (kMaxHeadDim / 64);  // m-tiles x 4 at head_dim 256
 struct Smem {
-  uint2 qa[2 * (kMaxHeadDim / 32)][32];  // q's A fragments, by k-step and lane
+  union {
+    // q's A fragments by k-step and lane, whole: the four registers of the
+    // mma (rows 8..15 zero) in one load. Read in the tile loop only, so the
+    // tree reduction's buffer (one warp's accumulators at head_dim 256) may
+    // take their place after it.
+    uint4 qa[2 * (kMaxHeadDim / 32)][32];
+    float red[kMaxAccRegs * 32];
+  };
   float ml[kWarps][kMaxHpc][2];
-  float red[kMaxAccRegs * 32];  // one warp's accumulators at head_dim 256
 };
 // The op budgets 16 KB for it (kDecodeStaticSmem in ops/src/kv_cache.cc).
 static_assert(sizeof(Smem) + 256 <= 16 * 1024, "static shared memory within the op's budget");
@@ -408,7 +422,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
         uint2 a;
         a.x = F16 ? pack_f16(f[0] * mul, f[1] * mul) : pack_bf16(f[0], f[1]);
         a.y = F16 ? pack_f16(f[2] * mul, f[3] * mul) : pack_bf16(f[2], f[3]);
-        if (warp == 0) sm.qa[2 * i + s][lane] = a;
+        if (warp == 0) sm.qa[2 * i + s][lane] = make_uint4(a.x, 0u, a.y, 0u);
       }
   }
   __syncthreads();
@@ -464,20 +478,22 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     float s[TN][2];
 #pragma unroll
     for (int nt = 0; nt < TN; ++nt) {
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      // Even and odd k-steps into separate accumulators: two chains of
+      // dependent mma instead of one twice as long.
+      float acc_e[4] = {0.f, 0.f, 0.f, 0.f}, acc_o[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int i = 0; i < NKC; ++i) {
         uint32_t kr[4];
         C::k_regs(kv[nt][i], kr);
-        const uint2 qe = lds_u2(qa_addr + (2 * i) * 32 * sizeof(uint2));
-        const uint2 qo = lds_u2(qa_addr + (2 * i + 1) * 32 * sizeof(uint2));
-        mma_k16<F16>(acc, qe.x, 0u, qe.y, 0u, kr[0], kr[1]);
-        mma_k16<F16>(acc, qo.x, 0u, qo.y, 0u, kr[2], kr[3]);
+        const uint4 qe = lds_u4(qa_addr + (2 * i) * 32 * sizeof(uint4));
+        const uint4 qo = lds_u4(qa_addr + (2 * i + 1) * 32 * sizeof(uint4));
+        mma_k16<F16>(acc_e, qe.x, qe.y, qe.z, qe.w, kr[0], kr[1]);
+        mma_k16<F16>(acc_o, qo.x, qo.y, qo.z, qo.w, kr[2], kr[3]);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const uint32_t tok = base + 8 * nt + 2 * c + u;
-        s[nt][u] = tok < t1 ? acc[u] * qsc : -INFINITY;
+        s[nt][u] = tok < t1 ? (acc_e[u] + acc_o[u]) * qsc : -INFINITY;
       }
     }
 
@@ -488,14 +504,14 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
     const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
-    const float alpha = exp2f(m_run - m_new);
+    const float alpha = ex2_ftz(m_run - m_new);
     m_run = m_new;
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < TN; ++nt)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        s[nt][u] = exp2f(s[nt][u] - m_new);  // 0 past the range
+        s[nt][u] = ex2_ftz(s[nt][u] - m_new);  // 0 past the range
         sum += s[nt][u];
       }
     l_run = l_run * alpha + sum;
@@ -596,6 +612,13 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     const uint32_t r_lane = lane / R, c_lane = lane % R, r_step = 32 / R, c_step = 32 % R;
     constexpr uint32_t kMaxSteps = (TT * NKC * 2 * sizeof(T) + 31) / 32;  // head_dim 32 NKC
     const uint64_t policy = sparkrt_kernels::evict_first_policy();
+    // A tile within one block (below): this lane's first chunk from the
+    // tile's first K row, the step between the lane's rows, and V from K, in
+    // bytes (one flat address space: the caches may be separate allocations).
+    const uint64_t lane_src = uint64_t{r_lane} * row * sizeof(T) + 16 * c_lane;
+    const uint64_t step_bytes = uint64_t{r_step} * row * sizeof(T);
+    const ptrdiff_t v_delta =
+        ptrdiff_t(reinterpret_cast<uintptr_t>(vc) - reinterpret_cast<uintptr_t>(kc));
     auto copy_chunk = [&](uint32_t dst, uint32_t r, uint32_t ch) {
       const int32_t b = __shfl_sync(kFull, batch_blk, copy_in_batch * TT + (r < TT ? r : 0));
       const uint32_t tok = copy_tile + r;
@@ -611,7 +634,27 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     auto copy_next = [&] {
       if (copy_tile < t1) {
         const uint32_t dst = my_stages + copy_stage * stage_bytes;
-        if (c_step == 0) {
+        const uint32_t m0 = bdiv.mod(copy_tile);
+        if (c_step == 0 && copy_tile + TT <= t1 && m0 + TT <= p.block_size) {
+          // The whole tile in range and in one block (every full tile when
+          // the range starts on a multiple of TT and TT divides the block
+          // size): one block id, and rows `row` elements apart. This path
+          // takes about a third of the general one's instructions.
+          const int32_t b = __shfl_sync(kFull, batch_blk, copy_in_batch * TT);
+          const char* src =
+              reinterpret_cast<const char*>(
+                  kc + (uint64_t(uint32_t(b)) * p.block_stride + uint64_t{m0} * row + head_off)) +
+              lane_src;
+#pragma unroll
+          for (uint32_t k = 0; k < kMaxSteps; ++k) {
+            const uint32_t r = r_lane + k * r_step;
+            if (k < steps && r < TT) {
+              const char* s = src + k * step_bytes;
+              cp_async16(dst + r * pitch + ((16 * c_lane) ^ kx(r)), s, 16, policy);
+              cp_async16(dst + (TT + r) * pitch + ((16 * c_lane) ^ vx(r)), s + v_delta, 16, policy);
+            }
+          }
+        } else if (c_step == 0) {
 #pragma unroll
           for (uint32_t k = 0; k < kMaxSteps; ++k)
             if (k < steps) copy_chunk(dst, r_lane + k * r_step, c_lane);
