@@ -87,6 +87,9 @@ constexpr int kMaxHpc = 8;
 constexpr int kMaxHeadDim = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kFull = 0xffffffffu;
+// Split boundaries fall on multiples of this many tokens (from the range's
+// start rounded down): whole tiles for every head_dim.
+constexpr uint32_t kSplitAlign = 16;
 // Staging stages per warp: one tile in flight while the warp computes the
 // other (three or four measured no faster on the H200, and they take L1).
 constexpr uint32_t kStages = 2;
@@ -374,10 +377,14 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
   uint32_t t0 = (p.sliding_window > 0 && len > p.sliding_window) ? len - p.sliding_window : 0;
   uint32_t t1 = len;
   if (p.num_splits > 0) {
-    const uint32_t per = (t1 - t0 + p.num_splits - 1) / p.num_splits;
-    const uint64_t b = t0 + uint64_t{per} * blockIdx.z;
-    t0 = b < t1 ? uint32_t(b) : t1;
-    t1 = b + per < t1 ? uint32_t(b + per) : t1;
+    // On a grid of kSplitAlign tokens from t0 rounded down, so every split
+    // but the first of a window starts on a whole tile (the fast copies).
+    const uint32_t a = t0 / kSplitAlign * kSplitAlign;
+    const uint64_t grain = uint64_t{kSplitAlign} * p.num_splits;
+    const uint64_t per = (uint64_t{t1 - a} + grain - 1) / grain * kSplitAlign;
+    const uint64_t b = a + per * blockIdx.z, e = b + per;
+    t0 = b < t0 ? t0 : b < t1 ? uint32_t(b) : t1;
+    t1 = e < t1 ? uint32_t(e) : t1;
   }
   const sparkrt_kernels::BlockDiv bdiv(p.block_size);
 
@@ -959,8 +966,9 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8(
 }
 
 // Split-KV: grid (num_q_heads / hpc, num_seqs, num_splits). Split z takes
-// tokens [t0 + z * per, t0 + (z + 1) * per) of the sequence's range
-// [t0, t1), per = ceil((t1 - t0) / num_splits), and writes its unnormalised
+// tokens [a + z * per, a + (z + 1) * per) of the sequence's range [t0, t1),
+// clamped to it, where a is t0 rounded down to a multiple of 16 and per =
+// 16 * ceil((t1 - a) / (16 * num_splits)), and writes its unnormalised
 // output (times v_scale) and its (max, sum) in base 2 to the workspace.
 extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16_split(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,

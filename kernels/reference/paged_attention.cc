@@ -56,6 +56,9 @@ DecodeShape leading_scalars(const Launch& l, uint32_t first) {
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
+// Split boundaries fall on multiples of this many tokens (docs/kernels.md,
+// "Split-KV").
+constexpr uint32_t kSplitAlign = 16;
 
 // How a cache element reads as f32.
 inline float load(bf16_bits v, float) { return bf16_to_f32(v); }
@@ -188,13 +191,16 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
       const uint32_t kvh = h / group;
       const uint64_t qoff = uint64_t{q} * s.q_stride + uint64_t{h} * d;
       const uint64_t qrow = uint64_t{q} * hq + h;
-      // Split z covers [t0 + z * per, t0 + (z + 1) * per) of the window
-      // [t0, len), per = ceil((len - t0) / num_splits); one pass covers it all.
+      // Split z covers [a + z * per, a + (z + 1) * per) of the window
+      // [t0, len), clamped to it: a is t0 rounded down to a multiple of 16,
+      // per = 16 * ceil((len - a) / (16 * num_splits)). One pass covers it all.
       const uint32_t t0 = first[q];
-      const uint32_t per = (len - t0 + n - 1) / n;
+      const uint64_t a = t0 / kSplitAlign * kSplitAlign;
+      const uint64_t grain = uint64_t{kSplitAlign} * n;
+      const uint64_t per = (len - a + grain - 1) / grain * kSplitAlign;
       for (uint32_t z = 0; z < n; ++z) {
-        const uint32_t b = std::min(len, t0 + per * z);
-        const uint32_t e = std::min(len, b + per);
+        const uint32_t b = static_cast<uint32_t>(std::clamp<uint64_t>(a + per * z, t0, len));
+        const uint32_t e = static_cast<uint32_t>(std::clamp<uint64_t>(a + per * (z + 1), b, len));
         scores.assign(e - b, 0.0f);
         float max_score = -INFINITY;
         for (uint32_t t = b; t < e; ++t) {
