@@ -10,10 +10,6 @@
 namespace sparkrt::cuda {
 namespace {
 
-// Shared memory a kernel may use without opting in; above it the function
-// attribute must be raised (CUDA's rule on every architecture since Volta).
-constexpr uint32_t kDefaultSharedLimit = 48 * 1024;
-
 constexpr size_t kJitLogBytes = 16 * 1024;
 
 constexpr char kElfMagic[] = {0x7f, 'E', 'L', 'F'};
@@ -287,7 +283,9 @@ absl::Status CudaDevice::launch(const sdk::Launch& l) {
       return unknown_handle("stream", l.stream, absl::StrCat("launch(", k.name(), ")"));
   }
   SPARKRT_RETURN_IF_ERROR(make_current_cached());
-  if (l.shared_memory_bytes > kDefaultSharedLimit) [[unlikely]]
+  // The kernel's own ceiling, not 48 KiB: by default it is 48 KiB less the
+  // kernel's static shared memory.
+  if (l.shared_memory_bytes != 0)
     SPARKRT_RETURN_IF_ERROR(k.reserve_dynamic_shared(l.shared_memory_bytes));
 
   CUresult r = submit(k, l, s);

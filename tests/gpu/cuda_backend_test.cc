@@ -310,6 +310,40 @@ TEST_CASE("dynamic shared memory above 48 KiB works without manual opt-in") {
   CHECK(d.free(*out).ok());
 }
 
+TEST_CASE("static and dynamic shared memory above 48 KiB together work without manual opt-in") {
+  // 4 KiB static: the kernel's default dynamic ceiling is 44 KiB, so these
+  // need the opt-in although none is above 48 KiB.
+  auto dev = Device::open({.backend = "cuda"});
+  REQUIRE(dev.ok());
+  Device& d = **dev;
+  auto k = d.kernel("gpu_test_kernels", "shared_reverse_u32_static");
+  REQUIRE_MESSAGE(k.ok(), std::string(k.status().ToString()));
+  std::mt19937 rng(std::random_device{}());
+  for (uint32_t bytes : {46u * 1024, 48u * 1024}) {
+    INFO("dynamic shared bytes ", bytes);
+    const uint32_t words = bytes / 4;
+    const uint32_t seed = rng() % 1000 + 1;
+    auto out = d.alloc(bytes);
+    REQUIRE(out.ok());
+    REQUIRE(d.memset(*out, 0xFF, bytes).ok());
+    const absl::Status s = KernelLaunch(d, *k)
+                               .grid({1})
+                               .block({256})
+                               .shared_mem(bytes)
+                               .arg(*out)
+                               .arg(words)
+                               .arg(seed)
+                               .launch();
+    REQUIRE_MESSAGE(s.ok(), std::string(s.ToString()));
+    std::vector<uint32_t> got(words);
+    REQUIRE(d.copy_d2h(*out, got).ok());
+    uint32_t wrong = 0;
+    for (uint32_t i = 0; i < words; ++i) wrong += got[i] != 3u * (words - 1 - i) + seed + 1u;
+    CHECK(wrong == 0);
+    CHECK(d.free(*out).ok());
+  }
+}
+
 // Sets an environment variable for one scope.
 class ScopedEnv {
  public:
