@@ -314,6 +314,42 @@ std::string describe(const DecodeCase& c) {
          " splits " + std::to_string(c.splits) + " lens " + lens;
 }
 
+// With forced splits both sides wrote every split's partials to the same
+// workspace layout (docs/kernels.md, "Split-KV"): each split's (max, sum)
+// and partial output must agree, which pins the split boundaries, not only
+// the merged result. Compared at the reference's max: s * 2^(m - m_ref).
+void check_partials(const DecodeCase& c, const Twin& ws, uint64_t counter_bytes, double max_v) {
+  const uint64_t parts = uint64_t(c.lens.size()) * c.q_heads * c.splits;
+  const uint64_t acc_at = counter_bytes / 4;
+  const uint64_t ml_at = acc_at + (parts * c.dim * 4 + 255) / 256 * 256 / 4;
+  const auto g = ws.read<float>(0), r = ws.read<float>(1);
+  REQUIRE(g.size() >= ml_at + 2 * parts);
+  size_t bad = 0, first = 0;
+  for (uint64_t z = 0; z < parts; ++z) {
+    const double mg = g[ml_at + 2 * z], lg = g[ml_at + 2 * z + 1];
+    const double mr = r[ml_at + 2 * z], lr = r[ml_at + 2 * z + 1];
+    bool ok = (lg > 0) == (lr > 0);  // the same splits have tokens
+    if (ok && lr > 0) {
+      const double f = std::exp2(mg - mr);
+      ok = std::fabs(lg * f - lr) <= 2e-3 * lr;
+      for (uint32_t d = 0; ok && d < c.dim; ++d) {
+        const double a = g[acc_at + z * c.dim + d] * f, b = r[acc_at + z * c.dim + d];
+        ok = std::fabs(a - b) <= 0x1p-9 * lr * max_v + 0x1p-10 * std::fabs(b);
+      }
+    } else if (ok) {
+      ok = mg == -INFINITY && mr == -INFINITY;
+      for (uint32_t d = 0; ok && d < c.dim; ++d)
+        ok = g[acc_at + z * c.dim + d] == 0.0f && r[acc_at + z * c.dim + d] == 0.0f;
+    }
+    if (!ok && bad++ == 0) first = z;
+  }
+  INFO(bad << " of " << parts << " split partials differ; first: split " << first % c.splits
+            << " of row " << first / c.splits << ", gpu (max, sum) (" << g[ml_at + 2 * first]
+            << ", " << g[ml_at + 2 * first + 1] << ") cpu (" << r[ml_at + 2 * first] << ", "
+            << r[ml_at + 2 * first + 1] << ")");
+  CHECK(bad == 0);
+}
+
 // Runs one decode case on both devices through the op (or, with
 // `seed_geometry`, straight through KernelLaunch with grid.x = num_q_heads)
 // and compares the outputs.
@@ -433,6 +469,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen, bool seed_geometry = 
            << bf16d(g[first]) << " cpu " << bf16d(r[first]) << "; worst error / bound " << worst);
   CHECK(bad == 0);
   CHECK(nonzero_empty == 0);
+  if (c.splits > 1 && !seed_geometry) check_partials(c, ws, counter_bytes, max_v);
 }
 
 TEST_CASE("paged decode attention matches the reference over dims, GQA, blocks, windows") {
