@@ -4,13 +4,16 @@
 //   sparkrt_kv_cache_bench [--json out.json] [--reps 15] [--quick]
 //                          [--decode-only] [--decode-subset]
 //                          [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... [--splits N]
+//                          [--window W]
 //
 // --decode-only skips the cache writes; --decode-subset times a few decode
 // shapes that span the cases (batch 1 and large batches, GQA 4 and 8, MHA),
 // for comparing kernel builds (SPARKRT_KERNEL_PATH) in one session;
 // --decode-shape (repeatable) times only the decode shapes given, in bf16 and
 // fp8. --splits N asks the op for exactly N splits (1: none) instead of its
-// own choice, to tune the split rule.
+// own choice, to tune the split rule. --window W gives every decode a sliding
+// window of W tokens (its bytes count the window's rows only; the PyTorch
+// baseline skips such rows).
 //
 // Each configuration is timed as a CUDA graph of back-to-back ops (captured
 // through sparkrt.graph.v1, so host submission never starves the GPU),
@@ -63,12 +66,13 @@ struct Args {
   };
   std::vector<Shape> decode_shapes;
   uint32_t splits = 0;  // 0: the op's choice
+  uint32_t window = 0;  // decode's sliding window, 0: none
 };
 
 struct Row {
   std::string op, dtype;
   uint32_t tokens = 0, batch = 0, context = 0, q_heads = 0, kv_heads = 0, head_dim = 0,
-           block_size = 0, hpc = 0, splits = 0;
+           block_size = 0, hpc = 0, splits = 0, window = 0;
   double us = 0, bytes = 0;
   double gbps() const { return bytes / us / 1e3; }
   double frac() const { return gbps() / (kCeilingTBps * 1e3); }
@@ -147,13 +151,16 @@ Row bench_cache_write(Device& dev, const ops::KvCacheKernels& k, Filler& fill, S
 
 Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream stream,
                  std::mt19937_64& gen, bool fp8, uint32_t batch, uint32_t context,
-                 uint32_t q_heads, uint32_t kv_heads, uint32_t splits, int reps) {
+                 uint32_t q_heads, uint32_t kv_heads, uint32_t splits, uint32_t window,
+                 int reps) {
   const uint32_t dim = 128, block_size = 16, row = kv_heads * dim;
   const uint64_t elem = fp8 ? 1 : 2;
   const uint32_t blocks_per_seq = (context + block_size - 1) / block_size;
   const uint64_t cache_stride = uint64_t{block_size} * row;
   const uint64_t kv_bytes = 2ull * batch * context * row * elem;  // K and V of one set
-  const int sets = rotation(kv_bytes);
+  const uint32_t read = window != 0 ? std::min(context, window) : context;  // tokens a step reads
+  const uint64_t read_bytes = kv_bytes / context * read;
+  const int sets = rotation(read_bytes);
   const uint64_t blocks_per_set = uint64_t{batch} * blocks_per_seq;
   const uint64_t pool_blocks = blocks_per_set * sets;
   Buf kc(dev, pool_blocks * cache_stride * elem), vc(dev, pool_blocks * cache_stride * elem);
@@ -185,7 +192,7 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
                              .max_blocks_per_seq = blocks_per_seq, .num_seqs = batch,
                              .num_q_heads = q_heads, .num_kv_heads = kv_heads, .head_dim = dim,
                              .block_size = block_size, .inv_sqrt_d = inv_sqrt_d,
-                             .q_stride = q_heads * dim, .sliding_window = 0,
+                             .q_stride = q_heads * dim, .sliding_window = window,
                              .max_seq_len = context, .workspace = ws.ptr(),
                              .workspace_bytes = ws_bytes, .num_splits = splits};
   ops::PagedDecodeAttnFp8Args a8{.q = q.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(),
@@ -195,7 +202,7 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
                                  .head_dim = dim, .block_size = block_size,
                                  .inv_sqrt_d = inv_sqrt_d, .k_scale = 0.02f, .v_scale = 0.03f,
                                  .q_stride = q_heads * dim, .cache_stride = cache_stride,
-                                 .sliding_window = 0, .max_seq_len = context,
+                                 .sliding_window = window, .max_seq_len = context,
                                  .workspace = ws.ptr(), .workspace_bytes = ws_bytes,
                                  .num_splits = splits};
   const auto plan = fp8 ? ok(ops::plan_paged_decode(dev, a8), "plan")
@@ -222,7 +229,8 @@ Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream
   r.block_size = block_size;
   r.hpc = plan.heads_per_cta;
   r.splits = plan.num_splits;
-  r.bytes = double(kv_bytes) + 2.0 * q_bytes;
+  r.window = window;
+  r.bytes = double(read_bytes) + 2.0 * q_bytes;
   const double est = r.bytes / (kCeilingTBps * 1e6) + 5.0;
   r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
   return r;
@@ -254,11 +262,13 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--splits" && i + 1 < argc) {
       args.splits = uint32_t(std::max(0, std::atoi(argv[++i])));
+    } else if (a == "--window" && i + 1 < argc) {
+      args.window = uint32_t(std::max(0, std::atoi(argv[++i])));
     } else {
       std::fprintf(stderr,
                    "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] "
                    "[--decode-subset] [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... "
-                   "[--splits N]\n",
+                   "[--splits N] [--window W]\n",
                    argv[0]);
       return 2;
     }
@@ -308,16 +318,17 @@ int main(int argc, char** argv) {
   for (bool fp8 : {false, true})
     for (const Shape& sh : shapes)
       rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, sh.batch, sh.context,
-                                  sh.q_heads, sh.kv_heads, args.splits, args.reps));
+                                  sh.q_heads, sh.kv_heads, args.splits, args.window, args.reps));
 
   const auto& props = dev.properties();
   print_device_line(props, ceiling);
-  std::printf("%-20s %-5s %7s %6s %7s %4s %4s %4s %6s %10s %9s %7s\n", "op", "dtype", "tokens",
-              "batch", "context", "hq", "hkv", "hpc", "splits", "us", "GB/s", "ceiling");
+  std::printf("%-20s %-5s %7s %6s %7s %4s %4s %4s %6s %10s %9s %7s %7s\n", "op", "dtype",
+              "tokens", "batch", "context", "hq", "hkv", "hpc", "splits", "us", "GB/s", "ceiling",
+              "window");
   for (const Row& r : rows)
-    std::printf("%-20s %-5s %7u %6u %7u %4u %4u %4u %6u %10.2f %9.1f %6.1f%%\n", r.op.c_str(),
-                r.dtype.c_str(), r.tokens, r.batch, r.context, r.q_heads, r.kv_heads, r.hpc,
-                r.splits, r.us, r.gbps(), 100.0 * r.frac());
+    std::printf("%-20s %-5s %7u %6u %7u %4u %4u %4u %6u %10.2f %9.1f %6.1f%% %7u\n",
+                r.op.c_str(), r.dtype.c_str(), r.tokens, r.batch, r.context, r.q_heads,
+                r.kv_heads, r.hpc, r.splits, r.us, r.gbps(), 100.0 * r.frac(), r.window);
 
   if (!args.json.empty()) {
     FILE* f = open_json(args.json, props, ceiling);
@@ -328,10 +339,10 @@ int main(int argc, char** argv) {
           f,
           "    {\"op\": \"%s\", \"dtype\": \"%s\", \"tokens\": %u, \"batch\": %u, "
           "\"context\": %u, \"num_q_heads\": %u, \"num_kv_heads\": %u, \"head_dim\": %u, "
-          "\"block_size\": %u, \"hpc\": %u, \"splits\": %u, \"us\": %.3f, \"bytes\": %.0f, "
-          "\"gbps\": %.1f, \"frac\": %.4f}%s\n",
+          "\"block_size\": %u, \"hpc\": %u, \"splits\": %u, \"window\": %u, \"us\": %.3f, "
+          "\"bytes\": %.0f, \"gbps\": %.1f, \"frac\": %.4f}%s\n",
           r.op.c_str(), r.dtype.c_str(), r.tokens, r.batch, r.context, r.q_heads, r.kv_heads,
-          r.head_dim, r.block_size, r.hpc, r.splits, r.us, r.bytes, r.gbps(), r.frac(),
+          r.head_dim, r.block_size, r.hpc, r.splits, r.window, r.us, r.bytes, r.gbps(), r.frac(),
           i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");

@@ -88,7 +88,7 @@ constexpr int kMaxHeadDim = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kFull = 0xffffffffu;
 // Split boundaries fall on multiples of this many tokens (from the range's
-// start rounded down): whole tiles for every head_dim.
+// start rounded down): a multiple of the tile at every head_dim.
 constexpr uint32_t kSplitAlign = 16;
 // Staging stages per warp: one tile in flight while the warp computes the
 // other (three or four measured no faster on the H200, and they take L1).
@@ -377,8 +377,8 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
   uint32_t t0 = (p.sliding_window > 0 && len > p.sliding_window) ? len - p.sliding_window : 0;
   uint32_t t1 = len;
   if (p.num_splits > 0) {
-    // On a grid of kSplitAlign tokens from t0 rounded down, so every split
-    // but the first of a window starts on a whole tile (the fast copies).
+    // On a grid of kSplitAlign tokens from t0 rounded down, so that splits
+    // share no tile.
     const uint32_t a = t0 / kSplitAlign * kSplitAlign;
     const uint64_t grain = uint64_t{kSplitAlign} * p.num_splits;
     const uint64_t per = (uint64_t{t1 - a} + grain - 1) / grain * kSplitAlign;
@@ -452,13 +452,17 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
   const uint64_t row = uint64_t{p.num_kv_heads} * D;
   const uint64_t head_off = uint64_t{kvh} * D;
 
-  // This warp's tiles start at base, base + kStride, ... The lanes hold the
-  // tokens' block ids (lane l: token tile + l % TT in the register loop) and
-  // the lanes that read or copy a token take its id by shuffle.
-  uint32_t base = t0 + warp * TT;
+  // This warp's tiles start at base, base + kStride, ... on multiples of TT
+  // from t0 rounded down, so that a window starting mid-tile still gets whole
+  // tiles (the fast copies); tokens before t0 are masked and never read. The
+  // lanes hold the tokens' block ids (lane l: token tile + l % TT in the
+  // register loop) and the lanes that read or copy a token take its id by
+  // shuffle.
+  auto in_range = [&](uint32_t tok) { return tok >= t0 && tok < t1; };
+  uint32_t base = t0 < t1 ? t0 / TT * TT + warp * TT : t1;
   auto block_of = [&](uint32_t tile) {
     const uint32_t tok = tile + lane % TT;
-    return tok < t1 ? bt[bdiv.div(tok)] : 0;
+    return in_range(tok) ? bt[bdiv.div(tok)] : 0;
   };
   // The cache offset (elements) of token tok's row, in block b.
   auto row_off = [&](int32_t b, uint32_t tok) {
@@ -469,7 +473,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
   // the V row of that token.
   auto prefetch_tile = [&](uint32_t tile, int32_t b) {
     const uint32_t tok = tile + lane % TT;
-    if (tok >= t1) return;
+    if (!in_range(tok)) return;
     const uint32_t lines = (D * uint32_t(sizeof(T)) + 127) / 128;
     const uint64_t off = row_off(b, tok);
     for (uint32_t x = lane / TT; x < 2 * lines; x += 32 / TT)
@@ -500,7 +504,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const uint32_t tok = base + 8 * nt + 2 * c + u;
-        s[nt][u] = tok < t1 ? (acc_e[u] + acc_o[u]) * qsc : -INFINITY;
+        s[nt][u] = in_range(tok) ? (acc_e[u] + acc_o[u]) * qsc : -INFINITY;
       }
     }
 
@@ -510,7 +514,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     for (int nt = 0; nt < TN; ++nt) mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
     mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-    const float m_new = fmaxf(m_run, mx);  // finite: token `base` is in range
+    const float m_new = fmaxf(m_run, mx);  // finite: every tile holds a token in range
     const float alpha = ex2_ftz(m_run - m_new);
     m_run = m_new;
     float sum = 0.f;
@@ -604,7 +608,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     constexpr uint32_t kBatch = 32 / TT;
     auto batch_of = [&](uint32_t tile) {
       const uint32_t tok = tile + (lane / TT) * kStride + lane % TT;
-      return tok < t1 ? bt[bdiv.div(tok)] : 0;
+      return in_range(tok) ? bt[bdiv.div(tok)] : 0;
     };
     uint32_t copy_tile = base, copy_stage = 0, copy_in_batch = 0;
     int32_t batch_blk = batch_of(base), next_batch_blk = batch_of(base + kBatch * kStride);
@@ -630,7 +634,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
       const int32_t b = __shfl_sync(kFull, batch_blk, copy_in_batch * TT + (r < TT ? r : 0));
       const uint32_t tok = copy_tile + r;
       if (r >= TT) return;
-      const bool on = tok < t1;  // else zeros: the tile's tail past the range
+      const bool on = in_range(tok);  // else zeros: the tile's ends outside the range
       const uint64_t off = on ? row_off(b, tok) : 0;
       const uint32_t cb = 16 * ch;
       cp_async16(dst + r * pitch + (cb ^ kx(r)), reinterpret_cast<const char*>(kc + off) + cb,
@@ -642,11 +646,11 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
       if (copy_tile < t1) {
         const uint32_t dst = my_stages + copy_stage * stage_bytes;
         const uint32_t m0 = bdiv.mod(copy_tile);
-        if (c_step == 0 && copy_tile + TT <= t1 && m0 + TT <= p.block_size) {
-          // The whole tile in range and in one block (every full tile when
-          // the range starts on a multiple of TT and TT divides the block
-          // size): one block id, and rows `row` elements apart. This path
-          // takes about a third of the general one's instructions.
+        if (c_step == 0 && copy_tile >= t0 && copy_tile + TT <= t1 && m0 + TT <= p.block_size) {
+          // The whole tile in range and in one block (every tile but a
+          // range's first and last when TT divides the block size): one
+          // block id, and rows `row` elements apart. This path takes about a
+          // third of the general one's instructions.
           const int32_t b = __shfl_sync(kFull, batch_blk, copy_in_batch * TT);
           const char* src =
               reinterpret_cast<const char*>(
@@ -739,7 +743,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
         const uint64_t off = row_off(b, tok) + 8 * c;
 #pragma unroll
         for (int i = 0; i < NKC; ++i) {
-          if (tok < t1 && 8 * (c + 4 * i) < D)
+          if (in_range(tok) && 8 * (c + 4 * i) < D)
             kv[nt][i] = load_stream(reinterpret_cast<const Vec*>(kc + off + 32 * i));
           else
             kv[nt][i] = Vec{};
@@ -757,7 +761,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
           const uint64_t off = row_off(b, tok) + 8 * g;
 #pragma unroll
           for (int j = 0; j < NVC; ++j) {
-            if (tok < t1 && 8 * (g + 8 * j) < D)
+            if (in_range(tok) && 8 * (g + 8 * j) < D)
               vv[2 * nt + u][j] = load_stream(reinterpret_cast<const Vec*>(vc + off + 64 * j));
             else
               vv[2 * nt + u][j] = Vec{};

@@ -181,7 +181,7 @@ def main():
     for r in spark["results"]:
         if r["op"] == "reshape_and_cache":
             t = bench_cache_write(r, args.reps)
-        elif r["op"] == "paged_decode_attn":
+        elif r["op"] == "paged_decode_attn" and r.get("window", 0) == 0:
             key = (r["batch"], r["context"], r["num_q_heads"], r["num_kv_heads"], r["head_dim"])
             if key not in sdpa_done:
                 sdpa_done[key] = bench_decode(r, args.reps)
