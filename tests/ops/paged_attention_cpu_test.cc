@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <random>
 #include <vector>
 
@@ -136,8 +137,68 @@ std::vector<double> attention_f64(const Problem& p, double inv_sqrt_d) {
   return out;
 }
 
+// The partials of `n` forced splits in the op's workspace (docs/kernels.md,
+// "Split-KV") against float64 from the contract: split z of a window
+// [first, len) takes [a + z per, a + (z + 1) per) clamped to it, a = first
+// rounded down to 16, per = 16 ceil((len - a) / (16 n)); it holds the max m
+// of its scores in base 2, l = sum 2^(x - m) and acc = sum 2^(x - m) V, or
+// (-inf, 0, zeros) when empty. Sums are compared at the reference's max.
+void check_split_partials(const Problem& p, const std::vector<float>& ws, uint64_t ws_bytes,
+                          uint32_t n, double inv_sqrt_d, double vmax) {
+  const uint32_t group = p.num_q_heads / p.num_kv_heads;
+  const uint64_t parts = uint64_t{p.num_seqs()} * p.num_q_heads * n;
+  const uint64_t acc_at = ops::paged_decode_counter_bytes(ws_bytes) / 4;
+  const uint64_t ml_at = acc_at + (parts * p.dim * 4 + 255) / 256 * 256 / 4;
+  REQUIRE(ws.size() >= ml_at + 2 * parts);
+  uint64_t bad = 0;
+  for (uint32_t s = 0; s < p.num_seqs(); ++s) {
+    const uint64_t len = p.lens[s];
+    const uint64_t first = p.window != 0 && len > p.window ? len - p.window : 0;
+    const uint64_t a = first / 16 * 16;
+    const uint64_t per = 16 * ((len - a + 16 * n - 1) / (16 * n));
+    for (uint32_t h = 0; h < p.num_q_heads; ++h)
+      for (uint32_t z = 0; z < n; ++z) {
+        const uint64_t b = std::clamp(a + z * per, first, len);
+        const uint64_t e = std::clamp(a + (z + 1) * per, b, len);
+        std::vector<double> x;
+        for (uint64_t t = b; t < e; ++t) {
+          double dot = 0;
+          for (uint32_t d = 0; d < p.dim; ++d)
+            dot += bf16_value(p.q[uint64_t{s} * p.q_stride + h * p.dim + d]) *
+                   p.k(p.at(s, uint32_t(t), h / group) + d);
+          x.push_back(dot * inv_sqrt_d * std::numbers::log2e);
+        }
+        const uint64_t part = (uint64_t{s} * p.num_q_heads + h) * n + z;
+        const double m_got = ws[ml_at + 2 * part], l_got = ws[ml_at + 2 * part + 1];
+        const float* acc = &ws[acc_at + part * p.dim];
+        bool ok = true;
+        if (x.empty()) {
+          ok = m_got == -INFINITY && l_got == 0;
+          for (uint32_t d = 0; d < p.dim; ++d) ok = ok && acc[d] == 0;
+        } else {
+          const double m = *std::max_element(x.begin(), x.end());
+          double l = 0;
+          for (double xi : x) l += std::exp2(xi - m);
+          const double f = std::exp2(m_got - m);
+          ok = std::fabs(m_got - m) <= 1e-3 && std::fabs(l_got * f - l) <= 1e-3 * l;
+          for (uint32_t d = 0; ok && d < p.dim; ++d) {
+            double o = 0;
+            for (uint64_t t = b; t < e; ++t)
+              o += std::exp2(x[t - b] - m) * p.v(p.at(s, uint32_t(t), h / group) + d);
+            ok = std::fabs(acc[d] * f - o) <= std::ldexp(std::fabs(o), -8) + 1e-4 * l * vmax;
+          }
+        }
+        if (!ok && bad++ < 8)
+          FAIL_CHECK("split ", z, " of sequence ", s, " head ", h, " (tokens ", b, "..", e,
+                     "): (max, sum) (", m_got, ", ", l_got, ")");
+      }
+  }
+  CHECK(bad == 0);
+}
+
 // Runs the op for `p` on the cpu device and checks it against float64:
-// |out - ref| <= 2^-8 |ref| + 1e-4 max|V| (docs/kernels.md).
+// |out - ref| <= 2^-8 |ref| + 1e-4 max|V| (docs/kernels.md), and with forced
+// splits each split's partials too.
 void run_and_check(sparkrt::Device& dev, const ops::KvCacheKernels& k, const Problem& p,
                    uint32_t num_splits, uint32_t expect_splits) {
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(p.dim));
@@ -216,6 +277,8 @@ void run_and_check(sparkrt::Device& dev, const ops::KvCacheKernels& k, const Pro
       FAIL_CHECK("out[", i, "] = ", g, ", float64 ", ref[i]);
   }
   CHECK(bad == 0);
+  if (num_splits > 1)
+    check_split_partials(p, ws.download<float>(), ws_bytes, num_splits, inv_sqrt_d, vmax);
 }
 
 }  // namespace
