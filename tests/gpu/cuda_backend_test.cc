@@ -262,6 +262,32 @@ TEST_CASE("launches the runtime would refuse fail in the plugin with kernel and 
   plugin.unload(*m);
 }
 
+// Launches a shared_reverse_u32 kernel with `bytes` of dynamic shared memory
+// and checks every word came back through it: out[i] = 3 (n - 1 - i) + seed
+// + `add`, over an output poisoned first.
+void check_shared_reverse(Device& d, const sparkrt::Kernel& k, uint32_t bytes, uint32_t seed,
+                          uint32_t add) {
+  const uint32_t words = bytes / 4;
+  auto out = d.alloc(bytes);
+  REQUIRE(out.ok());
+  REQUIRE(d.memset(*out, 0xFF, bytes).ok());
+  const absl::Status s = KernelLaunch(d, k)
+                             .grid({1})
+                             .block({256})
+                             .shared_mem(bytes)
+                             .arg(*out)
+                             .arg(words)
+                             .arg(seed)
+                             .launch();
+  REQUIRE_MESSAGE(s.ok(), std::string(s.ToString()));
+  std::vector<uint32_t> got(words);
+  REQUIRE(d.copy_d2h(*out, got).ok());
+  uint32_t wrong = 0;
+  for (uint32_t i = 0; i < words; ++i) wrong += got[i] != 3u * (words - 1 - i) + seed + add;
+  CHECK(wrong == 0);
+  CHECK(d.free(*out).ok());
+}
+
 TEST_CASE("dynamic shared memory above 48 KiB works without manual opt-in") {
   auto dev = Device::open({.backend = "cuda"});
   REQUIRE(dev.ok());
@@ -274,26 +300,7 @@ TEST_CASE("dynamic shared memory above 48 KiB works without manual opt-in") {
   // a smaller one afterwards needs nothing new.
   for (uint32_t bytes : {16u * 1024, 64u * 1024, 100u * 1024, optin, 80u * 1024}) {
     INFO("shared bytes ", bytes);
-    const uint32_t words = bytes / 4;
-    const uint32_t seed = rng() % 1000 + 1;
-    auto out = d.alloc(words * 4);
-    REQUIRE(out.ok());
-    REQUIRE(d.memset(*out, 0xFF, words * 4).ok());
-    const absl::Status s = KernelLaunch(d, *k)
-                               .grid({1})
-                               .block({256})
-                               .shared_mem(bytes)
-                               .arg(*out)
-                               .arg(words)
-                               .arg(seed)
-                               .launch();
-    REQUIRE_MESSAGE(s.ok(), std::string(s.ToString()));
-    std::vector<uint32_t> got(words);
-    REQUIRE(d.copy_d2h(*out, got).ok());
-    uint32_t wrong = 0;
-    for (uint32_t i = 0; i < words; ++i) wrong += got[i] != 3u * (words - 1 - i) + seed;
-    CHECK(wrong == 0);
-    CHECK(d.free(*out).ok());
+    check_shared_reverse(d, *k, bytes, rng() % 1000 + 1, 0);
   }
   // Over the device's ceiling: refused before the driver.
   auto out = d.alloc(1024);
@@ -321,26 +328,7 @@ TEST_CASE("static and dynamic shared memory above 48 KiB together work without m
   std::mt19937 rng(std::random_device{}());
   for (uint32_t bytes : {46u * 1024, 48u * 1024}) {
     INFO("dynamic shared bytes ", bytes);
-    const uint32_t words = bytes / 4;
-    const uint32_t seed = rng() % 1000 + 1;
-    auto out = d.alloc(bytes);
-    REQUIRE(out.ok());
-    REQUIRE(d.memset(*out, 0xFF, bytes).ok());
-    const absl::Status s = KernelLaunch(d, *k)
-                               .grid({1})
-                               .block({256})
-                               .shared_mem(bytes)
-                               .arg(*out)
-                               .arg(words)
-                               .arg(seed)
-                               .launch();
-    REQUIRE_MESSAGE(s.ok(), std::string(s.ToString()));
-    std::vector<uint32_t> got(words);
-    REQUIRE(d.copy_d2h(*out, got).ok());
-    uint32_t wrong = 0;
-    for (uint32_t i = 0; i < words; ++i) wrong += got[i] != 3u * (words - 1 - i) + seed + 1u;
-    CHECK(wrong == 0);
-    CHECK(d.free(*out).ok());
+    check_shared_reverse(d, *k, bytes, rng() % 1000 + 1, 1);  // + the static part's 1
   }
 }
 
