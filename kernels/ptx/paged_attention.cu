@@ -237,6 +237,7 @@ struct Smem {
     float red[kMaxAccRegs * 32];
   };
   float ml[kWarps][kMaxHpc][2];
+  float q_scale[kMaxHpc];  // f16 products: each head's score scale
 };
 // The op budgets 16 KB for it (kDecodeStaticSmem in ops/src/kv_cache.cc).
 static_assert(sizeof(Smem) + 256 <= 16 * 1024, "static shared memory within the op's budget");
@@ -319,7 +320,7 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc) {
 #pragma unroll
       for (int u = 0; u < kChunk; ++u) {
         if (!(w[u].y > 0.f)) continue;
-        const float f = exp2f(w[u].x - m);
+        const float f = ex2_ftz(w[u].x - m);
         l += f * w[u].y;
         o.x += f * a[u].x;
         o.y += f * a[u].y;
@@ -352,7 +353,7 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc) {
 // NKC: 8-dim K pieces per lane (head_dim <= 32 NKC); NVC: V pieces per lane
 // (head_dim <= 64 NVC); TN: 8-token groups per warp iteration.
 template <typename T, int NKC, int NVC, int TN, bool MERGE>
-__device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
+__device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t kvh, Smem& sm,
                                        unsigned char* dyn) {
   using C = Cache<T>;
   using Vec = typename C::Vec;
@@ -366,8 +367,6 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
   const uint32_t D = p.head_dim;
   const uint32_t seq = blockIdx.y;
   const uint32_t head0 = blockIdx.x * hpc;
-  const uint32_t group = p.num_q_heads / p.num_kv_heads;
-  const uint32_t kvh = head0 / group;
 
   // The token range: the window, clamped to the block table, then the split.
   // Token indices fit 32 bits: seq_lens are i32.
@@ -380,8 +379,8 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     // On a grid of kSplitAlign tokens from t0 rounded down, so that splits
     // share no tile.
     const uint32_t a = t0 / kSplitAlign * kSplitAlign;
-    const uint64_t grain = uint64_t{kSplitAlign} * p.num_splits;
-    const uint64_t per = (uint64_t{t1 - a} + grain - 1) / grain * kSplitAlign;
+    const uint32_t grain = kSplitAlign * p.num_splits;  // <= 16 * 2^16: no overflow below
+    const uint64_t per = uint64_t{(t1 - a + grain - 1) / grain} * kSplitAlign;
     const uint64_t b = a + per * blockIdx.z, e = b + per;
     t0 = b < t0 ? t0 : b < t1 ? uint32_t(b) : t1;
     t1 = e < t1 ? uint32_t(e) : t1;
@@ -390,49 +389,67 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
 
   // q as the A operand: row g is head head0 + g (zero past hpc), k-step
   // 2i + s takes dims 8 (c + 4i) + 4s + {0, 1} (register 0) and + {2, 3}
-  // (register 1); rows 8..15 are zero. Scores are acc * qsc. Every warp
-  // builds the same fragments; they wait in shared memory (registers are
-  // kept for loads in flight) and are read per k-step.
-  float qsc = p.q_scale;
-  {
-    float qf[NKC][8];
-    float mx = 0.f;
-    const __nv_bfloat16* qh =
-        p.q + uint64_t{seq} * p.q_stride + uint64_t{head0 + g} * D;
+  // (register 1); rows 8..15 are zero. Scores are acc * qsc. Warp 0 builds
+  // the fragments from whole 16-byte pieces of q (bf16 pieces are already
+  // the registers) and leaves them in shared memory, where every warp reads
+  // them per k-step (registers are kept for loads in flight); the other
+  // warps go straight to the barrier, so this short-lived code runs once.
+  if (warp == 0) {
+    const __nv_bfloat16* qh = p.q + uint64_t{seq} * p.q_stride + uint64_t{head0 + g} * D;
+    const bool whole =
+        ((reinterpret_cast<uintptr_t>(p.q) | (uintptr_t{p.q_stride} * 2) | (D * 2)) % 16) == 0;
+    uint4 qw[NKC];  // lane's pieces, 8 bf16 each
 #pragma unroll
     for (int i = 0; i < NKC; ++i) {
       const uint32_t d0 = 8 * (c + 4 * i);
-      const bool on = uint32_t(g) < hpc && d0 < D;
+      qw[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (uint32_t(g) >= hpc || d0 >= D) continue;
+      if (whole) {
+        qw[i] = *reinterpret_cast<const uint4*>(qh + d0);
+      } else {
+        const uint16_t* h16 = reinterpret_cast<const uint16_t*>(qh + d0);
+        uint32_t w[4];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        qf[i][e] = on ? __bfloat162float(qh[d0 + e]) : 0.f;
-        mx = fmaxf(mx, fabsf(qf[i][e]));
+        for (int e = 0; e < 4; ++e) w[e] = uint32_t{h16[2 * e]} | (uint32_t{h16[2 * e + 1]} << 16);
+        qw[i] = make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
-    float mul = 1.f;
     if constexpr (F16) {
       // A power of two that brings the head's largest |q| to [2^14, 2^15):
       // every bf16 value of the head is then exact in f16 or negligible.
+      float f[NKC][8];
+      float mx = 0.f;
+#pragma unroll
+      for (int i = 0; i < NKC; ++i) {
+        bf16x8_to_float(qw[i], f[i]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) mx = fmaxf(mx, fabsf(f[i][e]));
+      }
       mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
       int e = 0;
       if (mx > 0.f && mx < INFINITY) frexpf(mx, &e);  // mx in [2^(e-1), 2^e)
       const int k = min(max(15 - e, -100), 100);
-      mul = ldexpf(1.f, k);
-      qsc = ldexpf(p.q_scale, -k);
-    }
+      const float mul = ldexpf(1.f, k);
+      if (c == 0) sm.q_scale[g] = ldexpf(p.q_scale, -k);
 #pragma unroll
-    for (int i = 0; i < NKC; ++i)
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const float* f = &qf[i][4 * s];
-        uint2 a;
-        a.x = F16 ? pack_f16(f[0] * mul, f[1] * mul) : pack_bf16(f[0], f[1]);
-        a.y = F16 ? pack_f16(f[2] * mul, f[3] * mul) : pack_bf16(f[2], f[3]);
-        if (warp == 0) sm.qa[2 * i + s][lane] = make_uint4(a.x, 0u, a.y, 0u);
+      for (int i = 0; i < NKC; ++i) {
+        sm.qa[2 * i][lane] = make_uint4(pack_f16(f[i][0] * mul, f[i][1] * mul), 0u,
+                                        pack_f16(f[i][2] * mul, f[i][3] * mul), 0u);
+        sm.qa[2 * i + 1][lane] = make_uint4(pack_f16(f[i][4] * mul, f[i][5] * mul), 0u,
+                                            pack_f16(f[i][6] * mul, f[i][7] * mul), 0u);
       }
+    } else {
+#pragma unroll
+      for (int i = 0; i < NKC; ++i) {
+        sm.qa[2 * i][lane] = make_uint4(qw[i].x, 0u, qw[i].y, 0u);
+        sm.qa[2 * i + 1][lane] = make_uint4(qw[i].z, 0u, qw[i].w, 0u);
+      }
+    }
   }
   __syncthreads();
+  float qsc = p.q_scale;
+  if constexpr (F16) qsc = sm.q_scale[g];
   const uint32_t qa_addr = uint32_t(__cvta_generic_to_shared(&sm.qa[0][lane]));
 
   // O^T accumulators: m-tile mt, register 2r + q is dim 8 (g + 8 (mt / 4)) +
@@ -620,7 +637,9 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     // flight once the tiles are done.
     const uint32_t R = row_bytes / 16;
     const uint32_t steps = (TT * R + 31) / 32;
-    const uint32_t r_lane = lane / R, c_lane = lane % R, r_step = 32 / R, c_step = 32 % R;
+    const sparkrt_kernels::BlockDiv rdiv(R);  // shifts for power-of-two head_dim
+    const uint32_t r_lane = rdiv.div(lane), c_lane = rdiv.mod(lane), r_step = rdiv.div(32),
+                   c_step = rdiv.mod(32);
     constexpr uint32_t kMaxSteps = (TT * NKC * 2 * sizeof(T) + 31) / 32;  // head_dim 32 NKC
     const uint64_t policy = sparkrt_kernels::evict_first_policy();
     // A tile within one block (below): this lane's first chunk from the
@@ -798,8 +817,8 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, Smem& sm,
     float l = 0.f, f = 0.f;
     if (m != -INFINITY) {
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) l += exp2f(sm.ml[w][h][0] - m) * sm.ml[w][h][1];
-      f = exp2f(sm.ml[warp][h][0] - m);  // 0 for a warp without tokens
+      for (int w = 0; w < kWarps; ++w) l += ex2_ftz(sm.ml[w][h][0] - m) * sm.ml[w][h][1];
+      f = ex2_ftz(sm.ml[warp][h][0] - m);  // 0 for a warp without tokens
     }
     mh[q] = m;
     lh[q] = l;
@@ -899,14 +918,20 @@ __device__ __forceinline__ void dispatch(const Params& p) {
   __shared__ __align__(16) Smem sm;
   extern __shared__ __align__(128) unsigned char dyn[];
   const uint32_t D = p.head_dim;
-  if (D == 0 || D % 8 != 0 || D > kMaxHeadDim || p.num_kv_heads == 0 ||
-      p.num_q_heads % p.num_kv_heads != 0 || p.num_q_heads % gridDim.x != 0 || p.block_size == 0)
-    return;
+  if (D == 0 || D % 8 != 0 || D > kMaxHeadDim || p.num_kv_heads == 0 || p.block_size == 0) return;
+  // Divisions checked by multiplying back: each costs a dozen instructions,
+  // and this runs once per CTA.
   const uint32_t hpc = p.num_q_heads / gridDim.x;
-  if (hpc == 0 || hpc > kMaxHpc || (p.num_q_heads / p.num_kv_heads) % hpc != 0) return;
-  if (D <= 64) return decode<T, 2, 1, 2, MERGE>(p, hpc, sm, dyn);
-  if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128, MERGE>(p, hpc, sm, dyn);
-  return decode<T, 8, 4, 1, MERGE>(p, hpc, sm, dyn);
+  const uint32_t group = p.num_q_heads / p.num_kv_heads;
+  if (hpc == 0 || hpc > kMaxHpc || hpc * gridDim.x != p.num_q_heads ||
+      group * p.num_kv_heads != p.num_q_heads)
+    return;
+  const uint32_t ctas_per_kv = group / hpc;  // CTAs sharing one KV head
+  if (ctas_per_kv * hpc != group) return;
+  const uint32_t kvh = ctas_per_kv == 1 ? blockIdx.x : blockIdx.x / ctas_per_kv;
+  if (D <= 64) return decode<T, 2, 1, 2, MERGE>(p, hpc, kvh, sm, dyn);
+  if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128, MERGE>(p, hpc, kvh, sm, dyn);
+  return decode<T, 8, 4, 1, MERGE>(p, hpc, kvh, sm, dyn);
 }
 
 __device__ __forceinline__ Params make_params(const __nv_bfloat16* q, const void* k_cache,
