@@ -326,11 +326,11 @@ constexpr uint32_t kDecodeStaticSmem = 16 * 1024;
 constexpr uint32_t kDecodeStages = 2;
 // Tokens of a warp iteration.
 constexpr uint32_t decode_tile_tokens(uint32_t head_dim) { return head_dim <= 64 ? 16 : 8; }
-// The split rule (plan_decode): K/V bytes a CTA's stages must hold for one
-// CTA per multiprocessor to keep enough in flight, and the split length from
-// which that matters.
-constexpr uint64_t kDecodeInFlightBytes = 64 * 1024;
-constexpr uint64_t kDecodeLongSplitBytes = 512 * 1024;
+// The split rule (plan_decode): from how many K/V bytes a split reads two
+// CTAs per multiprocessor beat one, per cache dtype (fp8 CTAs do the same
+// work per token on half the bytes), before the one-launch merge's share.
+constexpr uint64_t kDecodeLongSplitBytesBf16 = 2 * 1024 * 1024;
+constexpr uint64_t kDecodeLongSplitBytesFp8 = 256 * 1024;
 
 uint32_t decode_shared_mem(const DeviceProperties& props, const DecodeShape& s) {
   const uint32_t row = s.head_dim * s.elem_bytes;
@@ -434,21 +434,23 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
   uint64_t context = uint64_t{s.max_blocks_per_seq} * s.block_size;
   if (s.max_seq_len != 0) context = std::min<uint64_t>(context, s.max_seq_len);
   if (s.sliding_window != 0) context = std::min<uint64_t>(context, s.sliding_window);
-  // CTAs per multiprocessor. One, when that still gives the one-launch merge:
-  // there fewer, longer splits finish sooner, as a split's fixed costs (its
-  // block-table and partial round trips, the merge) outweigh what a second
-  // CTA adds in flight. Two otherwise, and also when a CTA stages less than
-  // kDecodeInFlightBytes and its split would read kDecodeLongSplitBytes or
-  // more (fp8 caches at long context): bandwidth bounds such splits.
-  // Measured on the H200 (docs/benchmarks.md, "Split count").
-  uint64_t per_sm = 2;
-  if (sms / ctas >= kMinMergeSplits) {
-    const uint64_t token_bytes = 2ull * s.head_dim * s.elem_bytes;  // K and V rows
-    const uint64_t staged = uint64_t{kDecodeStages} * (kKvBlockThreads / 32) *
-                            decode_tile_tokens(s.head_dim) * token_bytes;
-    const uint64_t split_bytes = context / (sms / ctas) * token_bytes;
-    per_sm = staged < kDecodeInFlightBytes && split_bytes >= kDecodeLongSplitBytes ? 2 : 1;
-  }
+  // CTAs per multiprocessor. One: fewer, longer splits finish sooner, as a
+  // split's fixed costs (its block-table and partial round trips, its share
+  // of the merge) outweigh what a second CTA adds in flight. Two where a split
+  // of that count would read the dtype's long-split bytes or more (twice as
+  // many when it takes the one-launch merge, whose cost grows with the
+  // splits): bandwidth bounds such splits. Launches without staging (rows
+  // loaded into registers, few bytes in flight) take two below the merge, as
+  // one was not measured there. Measured on the H200 (docs/benchmarks.md,
+  // "Split count").
+  const uint64_t token_bytes = 2ull * s.head_dim * s.elem_bytes;  // K and V rows
+  const uint64_t one_per_sm = sms / ctas;
+  const bool merges = one_per_sm >= kMinMergeSplits;
+  const uint64_t split_bytes = context / one_per_sm * token_bytes;
+  uint64_t long_split = s.elem_bytes == 1 ? kDecodeLongSplitBytesFp8 : kDecodeLongSplitBytesBf16;
+  if (merges) long_split *= 2;
+  const uint64_t per_sm =
+      split_bytes >= long_split || (plan.shared_mem == 0 && !merges) ? 2 : 1;
   const uint64_t splits =
       std::min({per_sm * sms / ctas, context / kMinTokensPerSplit, uint64_t{room}});
   if (splits >= 2) plan.num_splits = static_cast<uint32_t>(splits);

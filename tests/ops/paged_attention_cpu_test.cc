@@ -342,17 +342,21 @@ TEST_CASE("ops cpu: split-KV decode (split + combine) equals the dense softmax")
 }
 
 TEST_CASE("ops cpu: the decode op splits by itself when its CTAs cannot fill the device") {
-  // The cpu device reports one multiprocessor, so the one-pass geometry has
-  // to reach two CTAs: a single sequence with one CTA of 4 heads does not,
-  // and a 300-token context allows 300 / 128 = 2 splits.
+  // The cpu device reports one multiprocessor. A single sequence with one
+  // CTA of 4 heads fills it, so it splits only where that CTA would read a
+  // long split (2 MB of bf16 K and V: 8192 tokens of 256 bytes at head_dim
+  // 64, counted over the block table's capacity), in two, one per resident
+  // CTA slot; two sequences are two CTAs.
   auto dev = open_device("cpu");
   const auto k = resolve(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
-  const Problem p = make_problem(gen, CacheType::kBf16, 4, 1, 64, 16, 0, {300});
+  const Problem p = make_problem(gen, CacheType::kBf16, 4, 1, 64, 16, 0, {8192});
   run_and_check(*dev, k, p, /*num_splits=*/0, /*expect_splits=*/2);
-  const Problem two = make_problem(gen, CacheType::kBf16, 4, 1, 64, 16, 0, {300, 200});
+  const Problem short_one = make_problem(gen, CacheType::kBf16, 4, 1, 64, 16, 0, {8160});
+  run_and_check(*dev, k, short_one, 0, 1);
+  const Problem two = make_problem(gen, CacheType::kBf16, 4, 1, 64, 16, 0, {8192, 200});
   run_and_check(*dev, k, two, 0, 1);  // two CTAs: no split
 }
 

@@ -234,15 +234,20 @@ TEST_CASE("ops mock: paged_decode_attn_bf16 splits long contexts the CTAs cannot
 TEST_CASE("ops mock: the split count fills the multiprocessors in one wave") {
   Fixture f;
   // 132 multiprocessors; 32 query heads over 8 KV heads are 8 CTAs per
-  // sequence. One CTA per multiprocessor where that gives at least 8 splits
-  // (batch 1 and 2), else two (264 slots).
+  // sequence. One CTA per multiprocessor while a bf16 split reads less than
+  // 2 MB (4 MB with the one-launch merge, from 8 splits on), else two (264
+  // slots). Context 4096 (2 MB of K and V per sequence) up to batch 32; at
+  // batch 16 the one CTA per (sequence, head group) then reads 2 MB, at
+  // batch 8 two splits of 16K tokens would read 4 MB each.
   struct Case {
-    uint32_t batch, splits;
+    uint32_t batch, blocks, splits;
   };
-  for (const Case c : {Case{1, 16}, Case{2, 8}, Case{3, 11}, Case{8, 4}, Case{16, 2},
-                       Case{17, 1}, Case{32, 1}}) {
+  for (const Case c : {Case{1, 256, 16}, Case{2, 256, 8}, Case{3, 256, 5}, Case{8, 256, 2},
+                       Case{16, 128, 1}, Case{16, 256, 2}, Case{17, 256, 1}, Case{32, 256, 1},
+                       Case{8, 1024, 4}}) {
     CAPTURE(c.batch);
-    ops::PagedDecodeAttnArgs a = f.bf16_args(c.batch, 256);  // context 4096
+    CAPTURE(c.blocks);
+    ops::PagedDecodeAttnArgs a = f.bf16_args(c.batch, c.blocks);
     a.workspace = f.fake_ptr();
     a.workspace_bytes = ops::paged_decode_workspace_bytes(c.batch, 32, 128);
     auto plan = ops::plan_paged_decode(*f.dev, a);
@@ -261,8 +266,8 @@ TEST_CASE("ops mock: the split count fills the multiprocessors in one wave") {
                  Dim3{8, c.batch, c.splits}, f.stream);
   }
   // GQA 8 (64 query heads over 8 KV heads): 8 heads per CTA, still 8 CTAs
-  // per sequence, and one per multiprocessor even at 32K tokens (bf16 CTAs
-  // stage 64 KB).
+  // per sequence, and one per multiprocessor even at 32K tokens (a split
+  // reads 1 MB).
   for (const uint32_t blocks : {512u, 2048u}) {
     CAPTURE(blocks);
     ops::PagedDecodeAttnArgs b = f.bf16_args(1, blocks);
@@ -275,15 +280,15 @@ TEST_CASE("ops mock: the split count fills the multiprocessors in one wave") {
     CHECK(plan->heads_per_cta == 8);
     CHECK(plan->num_splits == 16);
   }
-  // An fp8 CTA stages 32 KB: two per multiprocessor once a split of the
-  // one-per-multiprocessor count would read 512 KB (2048 tokens of 256
-  // bytes), from 32K tokens at batch 1 and 16K at batch 2.
+  // fp8: two per multiprocessor once a split of the one-per-multiprocessor
+  // count would read 256 KB (1024 tokens of 256 bytes), 512 KB with the
+  // merge: from 32K tokens at batch 1, 16K at batch 2, 2K at batch 8.
   struct Fp8Case {
     uint32_t batch, blocks, splits;
   };
   for (const Fp8Case c : {Fp8Case{1, 256, 16}, Fp8Case{1, 1024, 16}, Fp8Case{1, 2047, 16},
                           Fp8Case{1, 2048, 33}, Fp8Case{2, 512, 8}, Fp8Case{2, 1024, 16},
-                          Fp8Case{8, 64, 4}}) {
+                          Fp8Case{8, 64, 2}, Fp8Case{8, 127, 2}, Fp8Case{8, 128, 4}}) {
     CAPTURE(c.batch);
     CAPTURE(c.blocks);
     ops::PagedDecodeAttnFp8Args b = f.fp8_args(c.batch, c.blocks);
