@@ -379,7 +379,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
     // On a grid of kSplitAlign tokens from t0 rounded down, so that splits
     // share no tile.
     const uint32_t a = t0 / kSplitAlign * kSplitAlign;
-    const uint32_t grain = kSplitAlign * p.num_splits;  // <= 16 * 2^16: no overflow below
+    const uint32_t grain = kSplitAlign * p.num_splits;  // < 2^20 (dispatch): no overflow
     const uint64_t per = uint64_t{(t1 - a + grain - 1) / grain} * kSplitAlign;
     const uint64_t b = a + per * blockIdx.z, e = b + per;
     t0 = b < t0 ? t0 : b < t1 ? uint32_t(b) : t1;
@@ -918,7 +918,9 @@ __device__ __forceinline__ void dispatch(const Params& p) {
   __shared__ __align__(16) Smem sm;
   extern __shared__ __align__(128) unsigned char dyn[];
   const uint32_t D = p.head_dim;
-  if (D == 0 || D % 8 != 0 || D > kMaxHeadDim || p.num_kv_heads == 0 || p.block_size == 0) return;
+  if (D == 0 || D % 8 != 0 || D > kMaxHeadDim || p.num_kv_heads == 0 || p.block_size == 0 ||
+      p.num_splits > 65535)  // more splits than a grid has z
+    return;
   // Divisions checked by multiplying back: each costs a dozen instructions,
   // and this runs once per CTA.
   const uint32_t hpc = p.num_q_heads / gridDim.x;
