@@ -303,6 +303,9 @@ struct DecodeCase {
   std::vector<int32_t> lens;
   uint32_t splits;  // the op's num_splits: 0 auto, 1 never, n forced
   float q_gain;     // scales q: larger makes the softmax peakier
+  // q_stride - q_heads * head_dim: 24 keeps q's rows 16-byte aligned (the
+  // kernels' whole-piece loads), an odd pad does not (their 2-byte loads).
+  uint32_t q_pad = 24;
 };
 
 std::string describe(const DecodeCase& c) {
@@ -311,7 +314,8 @@ std::string describe(const DecodeCase& c) {
   return std::string(c.fp8 ? "fp8" : "bf16") + " q_heads " + std::to_string(c.q_heads) +
          " kv_heads " + std::to_string(c.kv_heads) + " head_dim " + std::to_string(c.dim) +
          " block_size " + std::to_string(c.block_size) + " window " + std::to_string(c.window) +
-         " splits " + std::to_string(c.splits) + " lens " + lens;
+         " splits " + std::to_string(c.splits) + " q_pad " + std::to_string(c.q_pad) + " lens " +
+         lens;
 }
 
 // With forced splits both sides wrote every split's partials to the same
@@ -360,7 +364,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen, bool seed_geometry = 
   const int32_t longest = *std::max_element(c.lens.begin(), c.lens.end());
   const uint32_t max_blocks = uint32_t((longest + c.block_size - 1) / c.block_size) + 1;
   const uint32_t row = c.kv_heads * c.dim;
-  const uint32_t q_stride = c.q_heads * c.dim + 24;
+  const uint32_t q_stride = c.q_heads * c.dim + c.q_pad;
   const uint64_t block_stride = uint64_t{c.block_size} * row + (c.fp8 ? 64 : 0);
   uint32_t used = 0;
   for (int32_t l : c.lens) used += (l + c.block_size - 1) / c.block_size;
@@ -507,6 +511,9 @@ TEST_CASE("paged decode attention: GQA groups 2 and 6, generic head_dim, seed ge
     run_decode({fp8, 4, 4, 200, 16, 0, {250, 900}, 4, 1.0f}, gen);
     // One query head per CTA although the group is 4.
     run_decode({fp8, 16, 4, 128, 16, 0, {500, 31, 0}, 1, 1.0f}, gen, /*seed_geometry=*/true);
+    // q rows off the 16-byte grid (odd q_stride), one pass and split-merge.
+    run_decode({fp8, 32, 8, 128, 16, 0, {300, 77}, 1, 1.0f, 3}, gen);
+    run_decode({fp8, 16, 8, 64, 16, 0, {2000, 5}, 8, 1.0f, 5}, gen);
   }
   // Split-merge with more than 8 splits a merging lane (the merge's later
   // chunks): 8 query heads a CTA, one lane a column, in 24 splits, and 4 in 40;
