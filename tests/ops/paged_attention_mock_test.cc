@@ -236,9 +236,9 @@ TEST_CASE("ops mock: the split count fills the multiprocessors in one wave") {
   // 132 multiprocessors; 32 query heads over 8 KV heads are 8 CTAs per
   // sequence. One CTA per multiprocessor while a bf16 split reads less than
   // 2 MB (4 MB with the one-launch merge, from 8 splits on), else two (264
-  // slots). Context 4096 (2 MB of K and V per sequence) up to batch 32; at
-  // batch 16 the one CTA per (sequence, head group) then reads 2 MB, at
-  // batch 8 two splits of 16K tokens would read 4 MB each.
+  // slots). A token's K and V are 512 bytes: at batch 16 one CTA per
+  // (sequence, head group) reads 1 MB at context 2048 and 2 MB at 4096; at
+  // batch 8 and 16K tokens two splits would read 4 MB each.
   struct Case {
     uint32_t batch, blocks, splits;
   };
