@@ -71,7 +71,7 @@ class CudaKernel final : public sdk::Kernel {
 
 class CudaModule final : public sdk::Module {
  public:
-  CudaModule(CudaDevice* device, std::string name, CUmodule module);
+  CudaModule(CudaDevice* device, std::string name, SparkrtImageFormat format, CUmodule module);
   ~CudaModule() override;
 
   absl::StatusOr<sdk::Kernel*> get_kernel(std::string_view entry,
@@ -83,8 +83,12 @@ class CudaModule final : public sdk::Module {
   void release_from_device();
 
  private:
+  // "sm_90 cubin" or "PTX, compiled by the driver's JIT", for messages.
+  std::string loaded_as() const;
+
   CudaDevice* device_;
   std::string name_;
+  SparkrtImageFormat format_;
   CUmodule module_;
   std::mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<CudaKernel>> kernels_;  // guarded by mu_
@@ -165,6 +169,7 @@ class CudaDevice final : public sdk::Device {
   const std::string& name() const { return name_; }
   int driver_version() const { return driver_version_; }
   uint32_t shared_memory_optin() const { return props_.max_shared_memory_per_block_optin; }
+  const char* architecture() const { return props_.architecture; }
 
   // Called by CudaModule's destructor.
   void unregister_module(CudaModule* module);

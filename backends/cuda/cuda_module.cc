@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<sdk::Module>> CudaDevice::load_module(
     }
     return absl::Status(status_code(r), message);
   }
-  auto m = std::make_unique<CudaModule>(this, std::string(name), module);
+  auto m = std::make_unique<CudaModule>(this, std::string(name), format, module);
   std::lock_guard<std::mutex> lock(mu_);
   modules_.insert(m.get());
   return std::unique_ptr<sdk::Module>(std::move(m));
@@ -99,8 +99,15 @@ void CudaDevice::unregister_module(CudaModule* module) {
   modules_.erase(module);
 }
 
-CudaModule::CudaModule(CudaDevice* device, std::string name, CUmodule module)
-    : device_(device), name_(std::move(name)), module_(module) {}
+CudaModule::CudaModule(CudaDevice* device, std::string name, SparkrtImageFormat format,
+                       CUmodule module)
+    : device_(device), name_(std::move(name)), format_(format), module_(module) {}
+
+std::string CudaModule::loaded_as() const {
+  return format_ == SPARKRT_IMAGE_CUBIN
+             ? absl::StrFormat("%s cubin", device_->architecture())
+             : std::string("PTX, compiled by the driver's JIT");
+}
 
 CudaModule::~CudaModule() {
   if (registered_) device_->unregister_module(this);
@@ -138,17 +145,17 @@ absl::StatusOr<sdk::Kernel*> CudaModule::get_kernel(std::string_view entry,
       if (i >= params.size()) continue;  // count the rest, report below
       if (params[i].offset != offset || params[i].size != size) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: parameter #%u disagrees between the PTX signature (offset %u, size %u) and the "
-            "loaded image (cuFuncGetParamInfo: offset %u, size %u); the PTX and cubin of this "
-            "module were probably built from different sources: rebuild the kernels",
-            what, i, params[i].offset, params[i].size, offset, size));
+            "%s: parameter #%u is at offset %u, size %u in the PTX signature, but at offset %u, "
+            "size %u in the loaded %s (cuFuncGetParamInfo); launches would place arguments "
+            "where the kernel does not read them, so the entry is refused",
+            what, i, params[i].offset, params[i].size, offset, size, loaded_as()));
       }
     }
     if (i != params.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: the PTX signature declares %u parameters, the loaded image has %u "
-                          "(cuFuncGetParamInfo); rebuild the kernels so PTX and cubin match",
-                          what, params.size(), i));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: the PTX signature declares %u parameters, the loaded %s has %u "
+          "(cuFuncGetParamInfo), so the entry is refused",
+          what, params.size(), loaded_as(), i));
     }
   }
 

@@ -4,6 +4,8 @@
 #include "sparkrt/kernel_launch.h"
 
 #include <cstring>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "device_state.h"
@@ -25,6 +27,68 @@ const char* kind_name(uint8_t kind) {
   return "?";
 }
 
+// How a type message names a kind: in PTX's terms, so it reads against the
+// declared type.
+const char* kind_ptx_name(uint8_t kind) {
+  switch (static_cast<ArgKind>(kind)) {
+    case ArgKind::kPtr: return "a device pointer";
+    case ArgKind::kU32: return "u32";
+    case ArgKind::kI32: return "s32";
+    case ArgKind::kU64: return "u64";
+    case ArgKind::kI64: return "s64";
+    case ArgKind::kF32: return "f32";
+    case ArgKind::kF64: return "f64";
+    case ArgKind::kBytes: return "a struct";
+  }
+  return "?";
+}
+
+constexpr uint16_t bit(ArgKind k) { return static_cast<uint16_t>(1u << static_cast<unsigned>(k)); }
+
+// The argument kinds a parameter takes (sizes are checked separately).
+// .f32/.f64 take floats of that width; .u*/.s* integers of either signedness,
+// 64-bit ones device pointers too; .b* anything of their width; arrays
+// structs. C++ has no 8/16-bit argument kind (arg() refuses them), so 1- and
+// 2-byte parameters take structs of their size.
+uint16_t accepted_kinds(ParamType type) {
+  constexpr uint16_t kInt32 = bit(ArgKind::kU32) | bit(ArgKind::kI32);
+  constexpr uint16_t kInt64 = bit(ArgKind::kU64) | bit(ArgKind::kI64) | bit(ArgKind::kPtr);
+  switch (type) {
+    case ParamType::kU32:
+    case ParamType::kS32: return kInt32;
+    case ParamType::kU64:
+    case ParamType::kS64: return kInt64;
+    case ParamType::kF32: return bit(ArgKind::kF32);
+    case ParamType::kF64: return bit(ArgKind::kF64);
+    case ParamType::kB32: return kInt32 | bit(ArgKind::kF32) | bit(ArgKind::kBytes);
+    case ParamType::kB64: return kInt64 | bit(ArgKind::kF64) | bit(ArgKind::kBytes);
+    case ParamType::kU8:
+    case ParamType::kS8:
+    case ParamType::kU16:
+    case ParamType::kS16:
+    case ParamType::kB8:
+    case ParamType::kB16:
+    case ParamType::kF16:
+    case ParamType::kBytes: return bit(ArgKind::kBytes);
+  }
+  return 0;
+}
+
+// What to pass instead, for the type message.
+std::string advice(const Param& p) {
+  switch (p.type) {
+    case ParamType::kU32:
+    case ParamType::kS32: return "pass a uint32_t or int32_t";
+    case ParamType::kU64:
+    case ParamType::kS64: return "pass a uint64_t, int64_t or DevicePtr";
+    case ParamType::kF32: return "pass a float";
+    case ParamType::kF64: return "pass a double";
+    case ParamType::kB32:
+    case ParamType::kB64: return "pass any 4- or 8-byte value";
+    default: return absl::StrFormat("pass a trivially copyable struct of %d bytes", p.size);
+  }
+}
+
 std::string dims(Dim3 d) { return absl::StrFormat("(%d, %d, %d)", d.x, d.y, d.z); }
 
 absl::Status check_dims(const std::string& entry, const char* what, Dim3 d, Dim3 limit) {
@@ -39,6 +103,25 @@ absl::Status check_dims(const std::string& entry, const char* what, Dim3 d, Dim3
 }
 
 }  // namespace
+
+std::unique_ptr<detail::KernelRecord> detail::make_kernel_record(const DeviceState* owner,
+                                                                 std::string module,
+                                                                 const KernelSignature& signature,
+                                                                 SparkrtKernel* native) {
+  auto r = std::make_unique<KernelRecord>();
+  r->owner = owner;
+  r->module = std::move(module);
+  r->signature = signature;
+  r->native = native;
+  for (const Param& p : signature.params) {
+    r->offsets.push_back(p.offset);
+    r->sizes.push_back(p.size);
+    r->accepted_kinds.push_back(accepted_kinds(p.type));
+  }
+  r->required_block = signature.directives.reqntid;
+  if (signature.directives.maxntid.x != 0) r->max_threads = signature.directives.maxntid.volume();
+  return r;
+}
 
 absl::Status KernelLaunch::signature_error(const detail::KernelRecord& k) const {
   const KernelSignature& sig = k.signature;
@@ -66,6 +149,14 @@ absl::Status KernelLaunch::signature_error(const detail::KernelRecord& k) const 
           "%d); give the struct the kernel's alignment with alignas(%d)",
           sig.entry, i, p.name, p.offset, p.align, offsets_[i], aligns_[i], p.align));
   }
+  for (uint32_t i = 0; i < num_args_; ++i) {
+    const Param& p = sig.params[i];
+    if ((k.accepted_kinds[i] >> kinds_[i] & 1) == 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: parameter #%d is %s, given %s (%s, for '%s'); %s", sig.entry, i,
+          param_type_name(p.type, p.size), kind_ptx_name(kinds_[i]), kind_name(kinds_[i]), p.name,
+          advice(p)));
+  }
   return absl::InternalError(absl::StrFormat("%s: argument check failed", sig.entry));
 }
 
@@ -78,6 +169,15 @@ absl::Status KernelLaunch::limits_error(const detail::KernelRecord& k,
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: block %s has %d threads, the device allows %d per block", entry, dims(block_),
         block_.volume(), props.max_threads_per_block));
+  const EntryDirectives& d = k.signature.directives;
+  if (k.required_block.x != 0 && block_ != k.required_block)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: block %s, but the kernel declares .reqntid %s: launch it with exactly that block",
+        entry, dims(block_), dims(d.reqntid)));
+  if (block_.volume() > k.max_threads)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: block %s has %d threads, but the kernel declares .maxntid %s (at most %d threads)",
+        entry, dims(block_), block_.volume(), dims(d.maxntid), k.max_threads));
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s: %d bytes of dynamic shared memory requested, the device allows %d per block", entry,
       shared_mem_, props.max_shared_memory_per_block_optin));
@@ -108,7 +208,10 @@ absl::Status KernelLaunch::launch(Stream stream) const {
       (declared == 0 ||  // memcmp must not see the empty vectors' null data()
        (std::memcmp(sizes_, k.sizes.data(), declared * sizeof(uint32_t)) == 0 &&
         std::memcmp(offsets_, k.offsets.data(), declared * sizeof(uint32_t)) == 0));
-  if (!args_match) return signature_error(k);
+  uint32_t kinds_fit = 1;
+  for (uint32_t i = 0; i < num_args_ && args_match; ++i)
+    kinds_fit &= k.accepted_kinds[i] >> kinds_[i];
+  if (!args_match || (kinds_fit & 1) == 0) return signature_error(k);
 
   const DeviceProperties& props = s.properties;
   // (d - 1) < limit is 1 <= d <= limit in one unsigned comparison.
@@ -116,7 +219,9 @@ absl::Status KernelLaunch::launch(Stream stream) const {
                        grid_.z - 1 < props.max_grid_dim.z && block_.x - 1 < props.max_block_dim.x &&
                        block_.y - 1 < props.max_block_dim.y && block_.z - 1 < props.max_block_dim.z &&
                        block_.volume() <= props.max_threads_per_block &&
-                       shared_mem_ <= props.max_shared_memory_per_block_optin;
+                       shared_mem_ <= props.max_shared_memory_per_block_optin &&
+                       (k.required_block.x == 0 || block_ == k.required_block) &&
+                       block_.volume() <= k.max_threads;
   if (!dims_ok) return limits_error(k, props);
 
   SparkrtLaunchArgs args;

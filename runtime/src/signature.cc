@@ -1,9 +1,15 @@
 // PTX entry-signature parser. Reads only what precedes each kernel body:
-//   [.visible|.weak] .entry <name> ( .param <qualifiers> <name>[<N>], ... )
-// Bodies, functions and directives are skipped. Inputs are untrusted, so
-// every size is bounded and every error names the line.
+//   [.visible|.weak] .entry <name> [( <param>, ... )] <directive>* {
+//   <param> := .param (.align A)* <type> [.ptr [<space>]] [.align P] <name>[[<N>]]
+// Bodies, functions and module directives are skipped. The grammar and the
+// layout follow ptxas (checked against the cubins it writes, see
+// tests/unit/ptxas_layout_test.cc): a leading `.align` aligns the parameter,
+// an `.align` after the type (with or without `.ptr`) describes the memory a
+// pointer points to and leaves the layout alone. Inputs are untrusted, so every
+// size is bounded and every error names the line.
 #include "sparkrt/signature.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <optional>
@@ -22,6 +28,11 @@ namespace {
 constexpr uint64_t kMaxParamsBytes = 1 << 20;
 constexpr size_t kMaxParams = 4096;
 constexpr size_t kMaxEntries = 100000;
+// ptxas places a parameter aligned above this within the constant bank, whose
+// parameter base differs by architecture (0x210 on sm_90, 0x380 on sm_120), so
+// its offset cannot be known from the PTX.
+constexpr uint64_t kMaxPortableAlign = 16;
+constexpr uint64_t kMaxAlign = uint64_t{1} << 31;
 
 struct Token {
   std::string_view text;
@@ -110,17 +121,50 @@ const ScalarType* scalar_type(std::string_view spelling) {
 }
 
 bool is_state_space(std::string_view t) {
-  return t == ".ptr" || t == ".global" || t == ".const" || t == ".local" || t == ".shared";
+  return t == ".global" || t == ".const" || t == ".local" || t == ".shared";
 }
 
+// A PTX integer literal: decimal, 0x hex, 0b binary or 0-prefixed octal, with
+// an optional U suffix. nullopt unless it is one and fits in 32 bits.
 std::optional<uint64_t> parse_uint(std::string_view t) {
-  if (t.empty() || t.size() > 10) return std::nullopt;
+  if (!t.empty() && (t.back() == 'U' || t.back() == 'u')) t.remove_suffix(1);
+  if (t.empty() || !std::isdigit(static_cast<unsigned char>(t[0]))) return std::nullopt;
+  uint64_t base = 10;
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
+    base = 16;
+    t.remove_prefix(2);
+  } else if (t.size() > 2 && t[0] == '0' && (t[1] == 'b' || t[1] == 'B')) {
+    base = 2;
+    t.remove_prefix(2);
+  } else if (t.size() > 1 && t[0] == '0') {
+    base = 8;
+    t.remove_prefix(1);
+  }
   uint64_t v = 0;
   for (char c : t) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
+    const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                  : std::isxdigit(static_cast<unsigned char>(c))
+                      ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
+                      : 99;
+    if (static_cast<uint64_t>(d) >= base) return std::nullopt;
+    v = v * base + static_cast<uint64_t>(d);
+    if (v > UINT32_MAX) return std::nullopt;
   }
   return v;
+}
+
+// A token as a message shows it: bytes outside printable ASCII in hex.
+std::string shown(std::string_view t) {
+  std::string out;
+  for (char c : t) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += absl::StrFormat("\\x%02x", u);
+    }
+  }
+  return out;
 }
 
 class Parser {
@@ -135,19 +179,23 @@ class Parser {
       if (!tok.ok()) return tok.status();
       if (!tok->has_value()) break;
       if ((*tok)->text != ".entry") continue;
-      auto sig = entry((*tok)->line);
+      const int line = (*tok)->line;
+      if (out.size() >= kMaxEntries)
+        return error(line, absl::StrFormat("more than %d entries; not a kernel module", kMaxEntries));
+      auto sig = entry();
       if (!sig.ok()) return sig.status();
       if (!names.insert(sig->entry).second)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "line %d: entry '%s' is declared twice", (*tok)->line, sig->entry));
-      if (out.size() >= kMaxEntries)
-        return absl::InvalidArgumentError("more than 100000 entries; not a kernel module");
+        return error(line, absl::StrFormat("entry '%s' is declared twice", sig->entry));
       out.push_back(*std::move(sig));
     }
     return out;
   }
 
  private:
+  static absl::Status error(int line, const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat("line %d: %s", line, what));
+  }
+
   absl::StatusOr<std::optional<Token>> take() {
     if (peeked_) {
       auto t = std::move(peeked_);
@@ -163,117 +211,246 @@ class Parser {
     auto t = take();
     if (!t.ok()) return t.status();
     if (!t->has_value())
-      return absl::InvalidArgumentError(
-          absl::StrFormat("line %d: input ends where %s was expected", last_line_, what));
+      return error(last_line_, absl::StrFormat("input ends where %s was expected", what));
     return **t;
   }
 
-  absl::StatusOr<KernelSignature> entry(int line) {
+  absl::StatusOr<Token> peek_any(std::string_view what) {
+    auto t = expect_any(what);
+    if (t.ok()) peeked_ = *t;
+    return t;
+  }
+
+  absl::StatusOr<uint64_t> number(std::string_view context, std::string_view what) {
+    auto n = expect_any(what);
+    if (!n.ok()) return n.status();
+    auto v = parse_uint(n->text);
+    if (!v)
+      return error(n->line, absl::StrFormat("%s: expected %s, found '%s'", context, what,
+                                            shown(n->text)));
+    return *v;
+  }
+
+  absl::StatusOr<uint64_t> alignment(std::string_view context) {
+    auto n = expect_any("an alignment");
+    if (!n.ok()) return n.status();
+    auto v = parse_uint(n->text);
+    if (!v || *v == 0 || *v > kMaxAlign || (*v & (*v - 1)) != 0)
+      return error(n->line, absl::StrFormat("%s: bad alignment '%s' (a power of two)", context,
+                                            shown(n->text)));
+    return *v;
+  }
+
+  absl::StatusOr<KernelSignature> entry() {
     KernelSignature sig;
     auto name = expect_any("the entry name");
     if (!name.ok()) return name.status();
     if (!is_ident_start(name->text[0]))
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "line %d: expected an entry name after .entry, found '%s'", name->line, name->text));
+      return error(name->line, absl::StrFormat("expected an entry name after .entry, found '%s'",
+                                               shown(name->text)));
     sig.entry = std::string(name->text);
 
-    auto open = expect_any("'(' or '{'");
+    auto open = peek_any("'(', a directive or '{'");
     if (!open.ok()) return open.status();
-    if (open->text != "(") return sig;  // no parameter list
+    if (open->text == "(") {
+      take().IgnoreError();  // the '(' just peeked
+      if (auto st = params(sig); !st.ok()) return st;
+    }
+    if (auto st = directives(sig); !st.ok()) return st;
+    return sig;
+  }
 
+  absl::Status params(KernelSignature& sig) {
     uint64_t offset = 0;
+    absl::flat_hash_set<std::string> names;
     for (;;) {
       auto t = expect_any("'.param' or ')'");
       if (!t.ok()) return t.status();
       if (t->text == ")") break;
       if (!sig.params.empty()) {
         if (t->text != ",")
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "line %d: %s: expected ',' or ')' after parameter #%d, found '%s'", t->line,
-              sig.entry, sig.params.size() - 1, t->text));
+          return error(t->line, absl::StrFormat("%s: expected ',' or ')' after parameter #%d, "
+                                                "found '%s'",
+                                                sig.entry, sig.params.size() - 1, shown(t->text)));
         t = expect_any("'.param'");
         if (!t.ok()) return t.status();
       }
       if (t->text != ".param")
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "line %d: %s: expected '.param', found '%s'", t->line, sig.entry, t->text));
-      auto p = param(sig.entry, sig.params.size());
+        return error(t->line, absl::StrFormat("%s: expected '.param', found '%s'", sig.entry,
+                                              shown(t->text)));
+      const int line = t->line;
+      if (sig.params.size() >= kMaxParams)
+        return error(line, absl::StrFormat("%s: more than %d parameters", sig.entry, kMaxParams));
+      auto p = param(sig, line);
       if (!p.ok()) return p.status();
+      if (!names.insert(p->name).second)
+        return error(line, absl::StrFormat("%s: parameter #%d: the name '%s' is used twice",
+                                           sig.entry, sig.params.size(), p->name));
       offset = (offset + p->align - 1) / p->align * p->align;
       if (offset + p->size > kMaxParamsBytes)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "line %d: %s: parameters exceed %d bytes", line, sig.entry, kMaxParamsBytes));
+        return error(line, absl::StrFormat("%s: parameters exceed %d bytes", sig.entry,
+                                           kMaxParamsBytes));
       p->offset = static_cast<uint32_t>(offset);
       offset += p->size;
-      if (sig.params.size() >= kMaxParams)
-        return absl::InvalidArgumentError(
-            absl::StrFormat("line %d: %s: more than %d parameters", line, sig.entry, kMaxParams));
       sig.params.push_back(*std::move(p));
     }
     sig.params_size = static_cast<uint32_t>(offset);
-    return sig;
+    return absl::OkStatus();
   }
 
-  absl::StatusOr<Param> param(const std::string& entry, size_t index) {
+  // One parameter, after its `.param`.
+  absl::StatusOr<Param> param(KernelSignature& sig, int line) {
+    const std::string context = absl::StrFormat("%s: parameter #%d", sig.entry, sig.params.size());
     Param p;
-    const ScalarType* type = nullptr;
+    // Leading alignments: the largest one aligns the parameter.
     uint64_t align = 0;
-    for (;;) {
-      auto t = expect_any("a parameter type or name");
+    auto t = expect_any("a parameter type");
+    if (!t.ok()) return t.status();
+    while (t->text == ".align") {
+      auto a = alignment(context);
+      if (!a.ok()) return a.status();
+      align = std::max(align, *a);
+      t = expect_any("a parameter type");
       if (!t.ok()) return t.status();
-      if (t->text == ".align") {
-        auto n = expect_any("an alignment");
-        if (!n.ok()) return n.status();
-        auto v = parse_uint(n->text);
-        if (!v || *v == 0 || *v > 4096 || (*v & (*v - 1)) != 0)
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "line %d: %s: parameter #%d: bad alignment '%s' (a power of two up to 4096)",
-              n->line, entry, index, n->text));
-        align = *v;
-      } else if (const ScalarType* st = scalar_type(t->text)) {
-        if (type != nullptr)
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "line %d: %s: parameter #%d has two types", t->line, entry, index));
-        type = st;
-      } else if (is_state_space(t->text)) {
-        continue;
-      } else if (is_ident_start(t->text[0])) {
-        p.name = std::string(t->text);
-        break;
-      } else {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "line %d: %s: parameter #%d: unexpected '%s'", t->line, entry, index, t->text));
+    }
+    const ScalarType* type = scalar_type(t->text);
+    if (type == nullptr) {
+      if (t->text[0] != '.')
+        return error(t->line, absl::StrFormat("%s (%s) has no type", context, shown(t->text)));
+      return error(t->line, absl::StrFormat("%s: '%s' is not a parameter type (.u8-.u64, "
+                                            ".s8-.s64, .b8-.b64, .f16, .f32, .f64)",
+                                            context, shown(t->text)));
+    }
+    // After the type: `.ptr [<space>] [.align P]` or `.align P`, both about
+    // the memory pointed to.
+    t = expect_any("a parameter name");
+    if (!t.ok()) return t.status();
+    if (t->text == ".ptr") {
+      t = expect_any("a parameter name");
+      if (!t.ok()) return t.status();
+      if (is_state_space(t->text)) {
+        t = expect_any("a parameter name");
+        if (!t.ok()) return t.status();
       }
     }
-    if (type == nullptr)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "line %d: %s: parameter #%d (%s) has no type", last_line_, entry, index, p.name));
+    if (t->text == ".align") {
+      if (auto a = alignment(context); !a.ok()) return a.status();
+      t = expect_any("a parameter name");
+      if (!t.ok()) return t.status();
+    }
+    if (scalar_type(t->text) != nullptr)
+      return error(t->line, absl::StrFormat("%s has two types", context));
+    if (!is_ident_start(t->text[0]))
+      return error(t->line, absl::StrFormat("%s: expected the parameter name, found '%s'%s",
+                                            context, shown(t->text),
+                                            t->text[0] == '.' ? " (out of place)" : ""));
+    p.name = std::string(t->text);
+
     uint64_t count = 1;
     bool array = false;
-    auto t = take();
-    if (!t.ok()) return t.status();
-    if (t->has_value() && (*t)->text == "[") {
+    auto next = take();
+    if (!next.ok()) return next.status();
+    if (next->has_value() && (*next)->text == "[") {
       auto n = expect_any("an array length");
       if (!n.ok()) return n.status();
       auto v = parse_uint(n->text);
       if (!v || *v == 0 || *v > kMaxParamsBytes)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "line %d: %s: parameter #%d (%s): bad array length '%s'", n->line, entry, index,
-            p.name, n->text));
+        return error(n->line, absl::StrFormat("%s (%s): bad array length '%s'", context, p.name,
+                                              shown(n->text)));
       auto close = expect_any("']'");
       if (!close.ok()) return close.status();
       if (close->text != "]")
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "line %d: %s: parameter #%d (%s): expected ']'", close->line, entry, index, p.name));
+        return error(close->line, absl::StrFormat("%s (%s): expected ']'", context, p.name));
       count = *v;
       array = true;
     } else {
-      peeked_ = std::move(*t);
+      peeked_ = std::move(*next);
     }
     p.type = array ? ParamType::kBytes : type->type;
     p.size = static_cast<uint32_t>(count * type->size);
-    p.align = static_cast<uint32_t>(align != 0 ? align : type->size);
+    const uint64_t effective = std::max<uint64_t>(align, type->size);
+    if (effective > kMaxPortableAlign) {
+      // Laid out from offset 0 so the list stays well formed; never launched.
+      if (sig.unsupported.empty())
+        sig.unsupported = absl::StrFormat(
+            "line %d: %s (%s) has .align %d: ptxas aligns a parameter above %d bytes within the "
+            "constant bank, at an offset that depends on the GPU architecture; align it to at "
+            "most %d bytes",
+            line, context, p.name, effective, kMaxPortableAlign, kMaxPortableAlign);
+    }
+    p.align = static_cast<uint32_t>(effective);
     return p;
+  }
+
+  // Launch directives up to the body's '{'.
+  absl::Status directives(KernelSignature& sig) {
+    EntryDirectives& d = sig.directives;
+    for (;;) {
+      auto t = expect_any("a directive or '{'");
+      if (!t.ok()) return t.status();
+      const std::string_view name = t->text;
+      const int line = t->line;
+      if (name == "{") break;
+      const std::string context = absl::StrFormat("%s: %s", sig.entry, shown(name));
+      // A repeated directive replaces the earlier one, as in ptxas.
+      if (name == ".reqntid" || name == ".maxntid" || name == ".reqnctapercluster") {
+        Dim3& dims = name == ".reqntid" ? d.reqntid : name == ".maxntid" ? d.maxntid
+                                                                           : d.reqnctapercluster;
+        auto shape = extents(context);
+        if (!shape.ok()) return shape.status();
+        dims = *shape;
+      } else if (name == ".minnctapersm" || name == ".maxnreg" || name == ".maxclusterrank") {
+        uint32_t& value = name == ".minnctapersm" ? d.minnctapersm
+                          : name == ".maxnreg"    ? d.maxnreg
+                                                  : d.maxclusterrank;
+        auto v = number(context, "a count");
+        if (!v.ok()) return v.status();
+        if (*v == 0) return error(line, absl::StrFormat("%s 0: must be at least 1", context));
+        value = static_cast<uint32_t>(*v);
+      } else if (name == ".explicitcluster") {
+        d.explicitcluster = true;
+      } else if (name == ".pragma") {
+        // `.pragma "...";` (the lexer drops the string)
+        auto semi = expect_any("';'");
+        if (!semi.ok()) return semi.status();
+        if (semi->text != ";")
+          return error(semi->line, absl::StrFormat("%s: expected ';', found '%s'", context,
+                                                   shown(semi->text)));
+      } else if (name.size() > 1 && name[0] == '.' && is_ident_start(name[1])) {
+        // A directive this parser does not know: it cannot change the layout,
+        // so skip it and its numeric arguments.
+        for (;;) {
+          auto arg = peek_any("'{'");
+          if (!arg.ok()) return arg.status();
+          if (arg->text != "," && !parse_uint(arg->text)) break;
+          take().IgnoreError();
+        }
+      } else {
+        return error(line, absl::StrFormat("%s: expected a directive or '{' before the body, "
+                                           "found '%s'",
+                                           sig.entry, shown(name)));
+      }
+    }
+    if (d.reqntid.x != 0 && d.maxntid.x != 0)
+      return error(last_line_, absl::StrFormat("%s: .reqntid and .maxntid cannot both be given",
+                                               sig.entry));
+    return absl::OkStatus();
+  }
+
+  // `x[, y[, z]]`, each at least 1; missing ones are 1.
+  absl::StatusOr<Dim3> extents(const std::string& context) {
+    uint32_t v[3] = {1, 1, 1};
+    for (int i = 0; i < 3; ++i) {
+      auto n = number(context, "a positive extent");
+      if (!n.ok()) return n.status();
+      if (*n == 0) return error(last_line_, absl::StrFormat("%s: an extent of 0", context));
+      v[i] = static_cast<uint32_t>(*n);
+      auto comma = peek_any("'{'");
+      if (!comma.ok()) return comma.status();
+      if (comma->text != ",") break;
+      take().IgnoreError();
+    }
+    return Dim3{v[0], v[1], v[2]};
   }
 
   Lexer lex_;

@@ -168,6 +168,9 @@ TEST_CASE("the PTX signature is cross-checked with the driver") {
   MESSAGE(std::string(k.status().message()));
   CHECK(k.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(contains(k.status(), "parameter #3"));
+  // The message says what was loaded and guesses no cause.
+  CHECK(contains(k.status(), "loaded PTX, compiled by the driver's JIT"));
+  CHECK_FALSE(contains(k.status(), "cubin"));
 
   auto missing = kVectorAddParams;
   missing.pop_back();
@@ -175,6 +178,7 @@ TEST_CASE("the PTX signature is cross-checked with the driver") {
   REQUIRE(!k.ok());
   MESSAGE(std::string(k.status().message()));
   CHECK(contains(k.status(), "declares 3 parameters"));
+  CHECK(contains(k.status(), "the loaded PTX, compiled by the driver's JIT has 4"));
 
   k = plugin.kernel(*m, "no_such_kernel", {});
   CHECK(k.status().code() == absl::StatusCode::kNotFound);
@@ -195,6 +199,13 @@ TEST_CASE("the cubin for this architecture loads and agrees with the PTX signatu
   auto m = plugin.load("vector_ops", SPARKRT_IMAGE_CUBIN, image->cubin);
   REQUIRE_MESSAGE(m.ok(), std::string(m.status().ToString()));
   CHECK(plugin.kernel(*m, "vector_add_f32", kVectorAddParams).ok());
+  auto wrong_offset = kVectorAddParams;
+  wrong_offset[3].offset = 32;
+  auto k = plugin.kernel(*m, "vector_add_f32", wrong_offset);
+  REQUIRE(!k.ok());
+  MESSAGE(std::string(k.status().message()));
+  CHECK(contains(k.status(), "at offset 24, size 4 in the loaded " + arch + " cubin"));
+  CHECK_FALSE(contains(k.status(), "JIT"));
   plugin.unload(*m);
 }
 
@@ -485,6 +496,74 @@ TEST_CASE("SPARKRT_SYNC_LAUNCHES reports an asynchronous fault at its launch" *
   CHECK(contains(s, "block (64,1,1)"));
   CHECK(contains(s, "SPARKRT_SYNC_LAUNCHES"));
   CHECK(contains(s, "CUDA_ERROR_ILLEGAL_ADDRESS"));
+}
+
+TEST_CASE("the driver and KernelLaunch agree on .reqntid and .maxntid") {
+  const std::string ptx = read_file(SPARKRT_GPU_TEST_DATA_DIR "/directives.ptx");
+  REQUIRE(!ptx.empty());
+  struct Case {
+    const char* entry;
+    Dim3 block;
+    bool allowed;
+  };
+  const Case cases[] = {
+      {"reqntid_probe", {64, 2, 1}, true},   {"reqntid_probe", {128, 1, 1}, false},
+      {"reqntid_probe", {64, 1, 1}, false},  {"maxntid_probe", {128, 1, 1}, true},
+      {"maxntid_probe", {64, 2, 1}, true},   {"maxntid_probe", {32, 2, 2}, true},
+      {"maxntid_probe", {129, 1, 1}, false}, {"maxntid_probe", {64, 4, 1}, false},
+  };
+
+  // The driver's verdict, through the plugin's table (no runtime check).
+  Plugin plugin;
+  auto m = plugin.load("directives", SPARKRT_IMAGE_PTX, ptx);
+  REQUIRE_MESSAGE(m.ok(), std::string(m.status().ToString()));
+  alignas(8) uint8_t params[8] = {};
+  const uint32_t offsets[] = {0}, sizes[] = {8};
+  const uint8_t kinds[] = {SPARKRT_ARG_PTR};
+  for (const Case& c : cases) {
+    CAPTURE(c.entry);
+    CAPTURE(c.block.x);
+    CAPTURE(c.block.y);
+    CAPTURE(c.block.z);
+    auto k = plugin.kernel(*m, c.entry, {{0, 8, 8}});
+    REQUIRE(k.ok());
+    SparkrtLaunchArgs a{};
+    a.struct_size = SPARKRT_LAUNCH_ARGS_SIZE;
+    a.device = plugin.device();
+    a.kernel = *k;
+    a.grid[0] = a.grid[1] = a.grid[2] = 1;
+    a.block[0] = c.block.x;
+    a.block[1] = c.block.y;
+    a.block[2] = c.block.z;
+    a.params = params;
+    a.params_size = 8;
+    a.num_args = 1;
+    a.arg_offsets = offsets;
+    a.arg_sizes = sizes;
+    a.arg_kinds = kinds;
+    const absl::Status s = plugin.status(plugin.api().launch(&a));
+    if (!s.ok()) MESSAGE("driver: " << std::string(s.message()));
+    CHECK(s.ok() == c.allowed);
+  }
+  plugin.unload(*m);
+
+  // The runtime's verdict, before the driver sees the launch.
+  setenv("SPARKRT_KERNEL_PATH", SPARKRT_GPU_TEST_DATA_DIR, 1);
+  auto dev = Device::open({.backend = "cuda"});
+  REQUIRE(dev.ok());
+  for (const Case& c : cases) {
+    CAPTURE(c.entry);
+    auto k = (*dev)->kernel("directives", c.entry);
+    REQUIRE_MESSAGE(k.ok(), std::string(k.status().ToString()));
+    const absl::Status s = KernelLaunch(**dev, *k).grid({1}).block(c.block).arg(DevicePtr{}).launch();
+    CHECK_MESSAGE(s.ok() == c.allowed, std::string(s.ToString()));
+    if (!c.allowed) {
+      CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+      CHECK(contains(s, c.entry[0] == 'r' ? ".reqntid (64, 2, 1)" : ".maxntid (128, 1, 1)"));
+    }
+  }
+  unsetenv("SPARKRT_KERNEL_PATH");
+  CHECK((*dev)->synchronize().ok());
 }
 
 }  // namespace

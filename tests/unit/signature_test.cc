@@ -84,7 +84,11 @@ TEST_CASE("signature: qualifiers, comments, arrays and parameterless entries") {
   const auto& k = (*sigs)[0];
   CHECK(k.entry == "k_all");
   REQUIRE(k.params.size() == 5);
-  CHECK(k.params[0].align == 16);  // explicit .align wins over the type's size
+  // `.align` after `.ptr` is the alignment of the memory pointed to; the
+  // parameter keeps its type's.
+  CHECK(k.params[0].align == 8);
+  CHECK(k.directives.maxntid == sparkrt::Dim3{256, 1, 1});
+  CHECK(k.directives.reqntid == sparkrt::Dim3{0, 0, 0});
   CHECK(k.params[1].type == ParamType::kS32);
   CHECK(k.params[1].offset == 8);
   CHECK(k.params[2].size == 12);
@@ -127,6 +131,17 @@ TEST_CASE("signature: malformed PTX is rejected with the line and the cause") {
       {"/* never closed\n.entry k()", "unterminated /* comment"},
       {".entry k(.u32 a)", "expected '.param'"},
       {".entry k(.param .u32 a, @)", "expected '.param'"},
+      // A non-ASCII byte ends a name: the entry is refused, not cut short.
+      {".entry k\xc3\xa9(.param .u32 a) {}", "found '\\xc3'"},
+      {".entry k(.param .u32 x\xc3\xa9) {}", "found '\\xc3'"},
+      {".entry k(.param .u32 a) @ {}", "expected a directive or '{'"},
+      {".entry k(.param .u32 a) .reqntid {}", "expected a positive extent"},
+      {".entry k(.param .u32 a) .reqntid 1, 2, 3, 4 {}", "expected a directive or '{'"},
+      {".entry k(.param .u32 a) .maxnreg 0 {}", "must be at least 1"},
+      {".entry k(.param .u32 a) .maxntid 99999999999 {}", "expected a positive extent"},
+      {".entry k(.param .u32 a) .pragma \"nounroll\" {}", "expected ';'"},
+      {".entry k(.param .u32 a, .param .u32 a) {}", "used twice"},
+      {".entry k(.param .u32 a)", "input ends"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.ptx);
@@ -135,8 +150,61 @@ TEST_CASE("signature: malformed PTX is rejected with the line and the cause") {
     CHECK(sigs.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_MESSAGE(sigs.status().message().find(c.expect) != std::string_view::npos,
                   sigs.status().message());
-    CHECK(sigs.status().message().find("line ") != std::string_view::npos);
+    CHECK(sigs.status().message().find("line ") == 0);
   }
+}
+
+TEST_CASE("signature: launch directives are read, unknown ones skipped") {
+  const char* ptx = R"(
+.entry a(.param .u32 x) .reqntid 128 .minnctapersm 2 .maxnreg 64 { ret; }
+.entry b(.param .u32 x)
+.maxntid 16, 0x10, 2
+.pragma "nounroll";
+.reqnctapercluster 2, 2 .explicitcluster .maxclusterrank 8
+.someday_directive 3, 4
+{ ret; }
+.entry c .maxntid 32 { ret; }
+)";
+  auto sigs = parse_ptx_signatures(ptx);
+  REQUIRE_MESSAGE(sigs.ok(), sigs.status().ToString());
+  REQUIRE(sigs->size() == 3);
+  const auto& a = (*sigs)[0].directives;
+  CHECK(a.reqntid == sparkrt::Dim3{128, 1, 1});
+  CHECK(a.maxntid == sparkrt::Dim3{0, 0, 0});
+  CHECK(a.minnctapersm == 2);
+  CHECK(a.maxnreg == 64);
+  const auto& b = (*sigs)[1].directives;
+  CHECK(b.maxntid == sparkrt::Dim3{16, 16, 2});
+  CHECK(b.reqnctapercluster == sparkrt::Dim3{2, 2, 1});
+  CHECK(b.explicitcluster);
+  CHECK(b.maxclusterrank == 8);
+  CHECK((*sigs)[2].params.empty());
+  CHECK((*sigs)[2].directives.maxntid == sparkrt::Dim3{32, 1, 1});
+}
+
+TEST_CASE("signature: integer literals in every PTX base") {
+  auto sigs = parse_ptx_signatures(
+      ".entry k(.param .u8 a, .param .align 0x8 .b8 b[0b11], .param .align 010 .b8 c[0X2], "
+      ".param .b8 d[7U]) {}");
+  REQUIRE_MESSAGE(sigs.ok(), sigs.status().ToString());
+  const auto& p = (*sigs)[0].params;
+  CHECK(p[1].offset == 8);
+  CHECK(p[1].size == 3);
+  CHECK(p[2].offset == 16);
+  CHECK(p[2].size == 2);
+  CHECK(p[3].size == 7);
+  CHECK_FALSE(parse_ptx_signatures(".entry k(.param .b8 a[0x]) {}").ok());
+  CHECK_FALSE(parse_ptx_signatures(".entry k(.param .b8 a[09]) {}").ok());
+  CHECK_FALSE(parse_ptx_signatures(".entry k(.param .b8 a[0b2]) {}").ok());
+}
+
+TEST_CASE("signature: the entry limit names the line where it is passed") {
+  std::string ptx;
+  for (int i = 0; i <= 100000; ++i) ptx += ".entry k" + std::to_string(i) + " {}\n";
+  auto sigs = parse_ptx_signatures(ptx);
+  REQUIRE_FALSE(sigs.ok());
+  CHECK_MESSAGE(sigs.status().message().find("line 100001: more than 100000 entries") == 0,
+                sigs.status().message());
 }
 
 TEST_CASE("signature: huge parameter lists are bounded, not trusted") {

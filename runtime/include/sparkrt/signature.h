@@ -1,5 +1,6 @@
-// Kernel signatures parsed from PTX: the declared parameter list of every
-// `.entry`, used to check each launch before it reaches a backend.
+// Kernel signatures parsed from PTX: the declared parameter list and launch
+// directives of every `.entry`, used to check each launch before it reaches a
+// backend. The layout rules are ptxas's (docs/kernels.md, "Parameter layout").
 #ifndef SPARKRT_SIGNATURE_H_
 #define SPARKRT_SIGNATURE_H_
 
@@ -9,11 +10,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sparkrt/types.h"
 
 namespace sparkrt {
 
 // The PTX type of a parameter, as written after `.param`. `kBytes` is an
-// aggregate (`.param .align A .b8 name[N]`).
+// array (`.param .align A .b8 name[N]`: how CUDA passes a struct).
 enum class ParamType : uint8_t { kU8, kS8, kU16, kS16, kU32, kS32, kU64, kS64, kB8, kB16, kB32, kB64, kF16, kF32, kF64, kBytes };
 
 // ".u64", ".f32", ".b8[16]" ...: how PTX spells it, for messages.
@@ -23,14 +25,30 @@ struct Param {
   std::string name;
   ParamType type = ParamType::kU32;
   uint32_t size = 0;    // bytes
-  uint32_t align = 0;   // bytes
+  uint32_t align = 0;   // bytes: the larger of the type's size and a leading `.align`
   uint32_t offset = 0;  // in the packed parameter buffer
+};
+
+// An entry's performance-tuning directives (between its parameter list and
+// its body). Zero means absent; missing dimensions of a given directive are 1.
+struct EntryDirectives {
+  Dim3 reqntid{0, 0, 0};            // .reqntid: the block must have exactly this shape
+  Dim3 maxntid{0, 0, 0};            // .maxntid: at most x * y * z threads per block
+  uint32_t minnctapersm = 0;        // .minnctapersm (information)
+  uint32_t maxnreg = 0;             // .maxnreg (information)
+  Dim3 reqnctapercluster{0, 0, 0};  // .reqnctapercluster (information)
+  uint32_t maxclusterrank = 0;      // .maxclusterrank (information)
+  bool explicitcluster = false;     // .explicitcluster (information)
 };
 
 struct KernelSignature {
   std::string entry;
   std::vector<Param> params;
   uint32_t params_size = 0;  // bytes, end of the last parameter
+  EntryDirectives directives;
+  // Why the entry parses but cannot be launched through sparkrt (a parameter
+  // whose offset depends on the GPU architecture); empty when it can.
+  std::string unsupported;
 };
 
 // Parses every `.entry` in a PTX module. Input is untrusted: malformed or
