@@ -28,7 +28,10 @@ install(FILES
   ${PROJECT_SOURCE_DIR}/cmake/sparkrtPluginHelpers.cmake
   DESTINATION ${SPARKRT_CMAKE_SUBDIR})
 
-# sparkrt.pc lives in <libdir>/pkgconfig; the prefix is found from there.
+# sparkrt.pc lives in <libdir>/pkgconfig; the prefix is found from there. Its
+# Libs carry an rpath to that libdir, so a program linked with
+# `pkg-config --libs sparkrt` starts without LD_LIBRARY_PATH (the rpath is
+# where the package was when the program was linked).
 set(pc_dir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 file(RELATIVE_PATH SPARKRT_PC_TO_PREFIX /root/${pc_dir} /root)
 string(REGEX REPLACE "/$" "" SPARKRT_PC_TO_PREFIX "${SPARKRT_PC_TO_PREFIX}")

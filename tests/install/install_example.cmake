@@ -1,7 +1,8 @@
 # Installs a sparkrt build, moves the installed tree (the install must be
 # relocatable), then, against the moved tree:
 #  - builds examples/launch_vector_add with find_package(sparkrt) and with
-#    pkg-config, and runs it on the mock backend;
+#    pkg-config, and runs it on the mock backend (the pkg-config build with
+#    no LD_LIBRARY_PATH: the flags alone must make it start);
 #  - builds the out-of-tree plugin examples/host_plugin with the SDK and runs
 #    the example on it, where the result is computed and checked.
 #
@@ -88,10 +89,15 @@ if(PKG_CONFIG)
   separate_arguments(extra UNIX_COMMAND "${flags}")
   run(COMMAND ${PKG_CONFIG} --variable=libdir sparkrt)
   string(STRIP "${run_output}" pc_libdir)
+  file(REAL_PATH "${pc_libdir}" pc_libdir_real)
+  file(REAL_PATH "${prefix}/${LIBDIR}" libdir_real)
+  if(NOT pc_libdir_real STREQUAL libdir_real)
+    message(FATAL_ERROR "sparkrt.pc gives libdir ${pc_libdir}, not the moved tree's ${libdir_real}")
+  endif()
   set(exe ${WORK_DIR}/example-pkgconfig)
-  run(COMMAND ${CXX_COMPILER} -std=c++20 ${extra} ${EXAMPLE_DIR}/main.cc -o ${exe}
-              ${pc_flags} -Wl,-rpath,${pc_libdir})
-  run(COMMAND ${exe})
+  run(COMMAND ${CXX_COMPILER} -std=c++20 ${extra} ${EXAMPLE_DIR}/main.cc -o ${exe} ${pc_flags})
+  # As a user starts it: the rpath from the flags finds libsparkrt.so.
+  run(COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH ${exe})
   message(STATUS "example (pkg-config) passed")
 else()
   message(STATUS "pkg-config not found: the pkg-config build of the example was not tried")
