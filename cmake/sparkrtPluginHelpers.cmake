@@ -21,3 +21,24 @@ function(sparkrt_add_plugin name)
   # An undefined symbol fails the link here, not the load at run time.
   target_link_options(${target} PRIVATE -Wl,--no-undefined)
 endfunction()
+
+# sparkrt_add_conformance_test(<name> [SKIP <feature>:<reason>...])
+#
+# Adds the CTest test conformance.<name>: the installed `sparkrt conformance`
+# against the plugin sparkrt_add_plugin(<name>) builds. Each SKIP declares a
+# feature the backend cannot offer (`sparkrt conformance --list` names them);
+# a reason must not contain ';'. The test is reported as skipped where the
+# plugin has no usable device (exit code 77).
+function(sparkrt_add_conformance_test name)
+  cmake_parse_arguments(ARG "" "" "SKIP" ${ARGN})
+  set(skips)
+  foreach(skip IN LISTS ARG_SKIP)
+    list(APPEND skips "--skip=${skip}")
+  endforeach()
+  add_test(NAME conformance.${name}
+           COMMAND sparkrt::cli conformance --backend $<TARGET_FILE:sparkrt_backend_${name}> ${skips})
+  set_tests_properties(conformance.${name} PROPERTIES
+    SKIP_RETURN_CODE 77
+    # doctest's summary when a filter matched nothing
+    FAIL_REGULAR_EXPRESSION "test cases: *0 \\|")
+endfunction()

@@ -25,6 +25,12 @@ absl::Status run_modules(std::span<const std::string_view> names, std::ostream& 
 // checked against float64 or the cpu backend and timed per op.
 absl::Status run_demo(std::ostream& out);
 
+// The backend conformance suite against one plugin (`sparkrt conformance
+// [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest
+// options]`). Returns the exit code: 0 every case passed, 1 a case failed or
+// the backend did not open, 2 bad usage, 77 the backend has no usable device.
+int run_conformance(std::span<const std::string_view> args);
+
 // "16.0 GiB", "48 KiB", "512 B".
 std::string format_bytes(uint64_t bytes);
 

@@ -1,4 +1,5 @@
-// sparkrt: inspect the runtime's backends, kernel modules and devices.
+// sparkrt: inspect the runtime's backends, kernel modules and devices, and test a
+// backend plugin against the conformance suite.
 //
 // Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
 #include <exception>
@@ -21,6 +22,11 @@ constexpr std::string_view kUsage =
     "  demo               one decode step of a small attention layer on the selected\n"
     "                     device, checked and timed (cpu: against float64; a GPU: against\n"
     "                     the cpu backend; mock: the recorded launches)\n"
+    "  conformance [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest options]\n"
+    "                     the backend conformance suite against one plugin (default:\n"
+    "                     SPARKRT_BACKEND, else auto); --skip declares a feature the backend\n"
+    "                     cannot offer, --list shows the features and cases; exit code 77\n"
+    "                     when the backend has no usable device here\n"
     "\n"
     "options:\n"
     "  -h, --help         show this help\n"
@@ -47,6 +53,7 @@ int main(int argc, char** argv) {
   const std::string_view command = args[0];
   const std::span<const std::string_view> rest(args.begin() + 1, args.end());
   for (std::string_view arg : args) {
+    if (arg == "--") break;  // what follows belongs to the command (conformance: doctest)
     if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       return 0;
@@ -56,6 +63,9 @@ int main(int argc, char** argv) {
     std::cout << "sparkrt " << SPARKRT_CLI_VERSION << "\n";
     return 0;
   }
+
+  // The suite reports through doctest and has exit codes of its own.
+  if (command == "conformance") return sparkrt::cli::run_conformance(rest);
 
   enum class Command { kInfo, kModules, kDemo } which;
   if (command == "info" || command == "demo") {

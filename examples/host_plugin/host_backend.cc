@@ -1,12 +1,15 @@
 // example_host: a complete sparkrt backend plugin in one file, written
-// against the plugin SDK only. Device memory is host memory and the one
-// kernel it can run, vector_add_f32, runs on the calling thread. It shows
-// what a backend implements; a real one talks to a driver instead.
+// against the plugin SDK only. Device memory is host memory, and the two
+// kernels it runs, vector_add_f32 and fill_u32 (the vector_ops module), run
+// on the calling thread. It passes `sparkrt conformance`, which skips the
+// graph cases because it offers no sparkrt.graph.v1. It shows what a backend
+// implements; a real one talks to a driver instead.
 //
-// Every operation is synchronous, so streams and events are plain handles:
-// work is complete when the call returns.
+// Every operation completes before it returns, so work on a stream runs in
+// order trivially, streams are plain handles, and an event holds the time at
+// which it was recorded.
 #include <algorithm>
-#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -25,7 +29,14 @@ namespace sdk = sparkrt::sdk;
 
 constexpr uint64_t kTotalMemory = 1ull << 30;  // what the device claims to have
 
-class HostKernel final : public sdk::Kernel {};
+// The kernels this backend implements.
+enum class Entry { kVectorAdd, kFill };
+
+class HostKernel final : public sdk::Kernel {
+ public:
+  explicit HostKernel(Entry e) : entry(e) {}
+  const Entry entry;
+};
 
 class HostModule final : public sdk::Module {
  public:
@@ -33,22 +44,33 @@ class HostModule final : public sdk::Module {
   // the one this backend implements rather than trusting the name alone.
   absl::StatusOr<sdk::Kernel*> get_kernel(std::string_view entry,
                                           std::span<const SparkrtParamInfo> params) override {
-    if (entry != "vector_add_f32") {
-      return absl::UnimplementedError("example_host runs only vector_add_f32, not " +
-                                      std::string(entry));
+    if (entry == "vector_add_f32") {
+      if (!sizes_are(params, {8, 8, 8, 4})) {
+        return absl::InvalidArgumentError(
+            "example_host: vector_add_f32 must be (.u64 a, .u64 b, .u64 out, .u32 n)");
+      }
+      return &vector_add_;
     }
-    constexpr uint32_t kSizes[] = {8, 8, 8, 4};
-    bool matches = params.size() == 4;
-    for (size_t i = 0; matches && i < 4; ++i) matches = params[i].size == kSizes[i];
-    if (!matches) {
-      return absl::InvalidArgumentError(
-          "example_host: vector_add_f32 must be (.u64 a, .u64 b, .u64 out, .u32 n)");
+    if (entry == "fill_u32") {
+      if (!sizes_are(params, {8, 4, 4})) {
+        return absl::InvalidArgumentError(
+            "example_host: fill_u32 must be (.u64 out, .u32 value, .u32 n)");
+      }
+      return &fill_;
     }
-    return &vector_add_;
+    return absl::UnimplementedError("example_host runs only vector_add_f32 and fill_u32, not " +
+                                    std::string(entry));
   }
 
  private:
-  HostKernel vector_add_;
+  static bool sizes_are(std::span<const SparkrtParamInfo> params,
+                        std::initializer_list<uint32_t> sizes) {
+    return std::equal(params.begin(), params.end(), sizes.begin(), sizes.end(),
+                      [](const SparkrtParamInfo& p, uint32_t size) { return p.size == size; });
+  }
+
+  HostKernel vector_add_{Entry::kVectorAdd};
+  HostKernel fill_{Entry::kFill};
 };
 
 class HostDevice final : public sdk::Device {
@@ -70,8 +92,9 @@ class HostDevice final : public sdk::Device {
     out.max_grid_dim[0] = 0x7fffffffu;
     out.max_grid_dim[1] = 65535;
     out.max_grid_dim[2] = 65535;
-    out.max_shared_memory_per_block = 0;
-    out.max_shared_memory_per_block_optin = 0;
+    // What a launch may ask for; these kernels use none.
+    out.max_shared_memory_per_block = 48 * 1024;
+    out.max_shared_memory_per_block_optin = 48 * 1024;
     out.compute_capability_major = 0;
     out.compute_capability_minor = 0;
     out.image_formats = 1u << SPARKRT_IMAGE_PTX;  // the runtime then offers PTX
@@ -114,7 +137,7 @@ class HostDevice final : public sdk::Device {
                       bool) override {
     if (auto s = check_stream(stream); !s.ok()) return s;
     if (auto s = check_range(dst, bytes, "memset"); !s.ok()) return s;
-    std::memset(reinterpret_cast<void*>(dst), value, bytes);
+    if (bytes > 0) std::memset(reinterpret_cast<void*>(dst), value, bytes);
     return absl::OkStatus();
   }
 
@@ -130,61 +153,109 @@ class HostDevice final : public sdk::Device {
       if (auto s = check_range(copy.src_device, copy.bytes, "copy source"); !s.ok()) return s;
       src = reinterpret_cast<const void*>(copy.src_device);
     }
-    std::memmove(dst, src, copy.bytes);
+    // Zero bytes may come with a null host pointer.
+    if (copy.bytes > 0) std::memmove(dst, src, copy.bytes);
     return absl::OkStatus();
   }
 
-  absl::StatusOr<SparkrtStream> create_stream() override { return add_handle(streams_); }
+  absl::StatusOr<SparkrtStream> create_stream() override {
+    std::lock_guard lock(mu_);
+    const SparkrtStream stream = ++next_handle_;
+    streams_.insert(stream);
+    return stream;
+  }
   absl::Status destroy_stream(SparkrtStream stream) override {
-    return remove_handle(streams_, stream, "stream");
+    std::lock_guard lock(mu_);
+    if (streams_.erase(stream) == 1) return absl::OkStatus();
+    return unknown("stream", stream);
   }
   absl::Status synchronize(SparkrtStream stream) override { return check_stream(stream); }
 
-  absl::StatusOr<SparkrtEvent> create_event() override { return add_handle(events_); }
+  absl::StatusOr<SparkrtEvent> create_event() override {
+    std::lock_guard lock(mu_);
+    const SparkrtEvent event = ++next_handle_;  // handles are never reissued
+    events_[event] = std::nullopt;
+    return event;
+  }
   absl::Status destroy_event(SparkrtEvent event) override {
-    return remove_handle(events_, event, "event");
+    std::lock_guard lock(mu_);
+    if (events_.erase(event) == 1) return absl::OkStatus();
+    return unknown("event", event);
   }
   absl::Status record_event(SparkrtEvent event, SparkrtStream stream) override {
     if (auto s = check_stream(stream); !s.ok()) return s;
-    return check_handle(events_, event, "event");
+    std::lock_guard lock(mu_);
+    auto it = events_.find(event);
+    if (it == events_.end()) return unknown("event", event);
+    it->second = Clock::now();  // the work before it is done: every call is synchronous
+    return absl::OkStatus();
   }
   absl::Status synchronize_event(SparkrtEvent event) override {
-    return check_handle(events_, event, "event");
+    std::lock_guard lock(mu_);
+    return events_.contains(event) ? absl::OkStatus() : unknown("event", event);
   }
   absl::Status wait_event(SparkrtStream stream, SparkrtEvent event) override {
     if (auto s = check_stream(stream); !s.ok()) return s;
-    return check_handle(events_, event, "event");
+    return synchronize_event(event);
   }
-  absl::StatusOr<float> elapsed_ms(SparkrtEvent, SparkrtEvent) override {
-    return absl::UnimplementedError("example_host does not time work");
+  absl::StatusOr<float> elapsed_ms(SparkrtEvent start, SparkrtEvent end) override {
+    std::lock_guard lock(mu_);
+    std::optional<Clock::time_point> times[2];
+    for (int i = 0; i < 2; ++i) {
+      const SparkrtEvent event = i == 0 ? start : end;
+      auto it = events_.find(event);
+      if (it == events_.end()) return unknown("event", event);
+      if (!it->second) {
+        return absl::FailedPreconditionError("example_host: elapsed_ms: event " +
+                                             std::to_string(event) + " has not been recorded");
+      }
+      times[i] = it->second;
+    }
+    return std::chrono::duration<float, std::milli>(*times[1] - *times[0]).count();
   }
 
-  // The runtime has checked the arguments against the PTX signature; the
-  // pointers are still checked here, as a GPU's memory protection would.
+  // The runtime has checked the arguments against the PTX signature and the
+  // geometry against the properties; the pointers are still checked here, as
+  // a GPU's memory protection would.
   absl::Status launch(const sdk::Launch& l) override {
     if (auto s = check_stream(l.stream); !s.ok()) return s;
-    if (l.arg_offsets.size() != 4 || l.params.size() < 28) {
-      return absl::InvalidArgumentError("example_host: vector_add_f32 takes 4 arguments");
+    const uint32_t n = arg<uint32_t>(l, l.arg_offsets.size() - 1);  // both end with n
+    // One thread per element along x; threads with i >= n do nothing.
+    const uint64_t count = std::min<uint64_t>(n, uint64_t{l.grid[0]} * l.block[0]);
+    if (count == 0) return absl::OkStatus();
+    switch (static_cast<const HostKernel*>(l.kernel)->entry) {
+      case Entry::kVectorAdd: {
+        const auto a = arg<SparkrtDevicePtr>(l, 0), b = arg<SparkrtDevicePtr>(l, 1),
+                   out = arg<SparkrtDevicePtr>(l, 2);
+        for (SparkrtDevicePtr p : {a, b, out}) {
+          if (auto s = check_range(p, count * 4, "vector_add_f32 argument"); !s.ok()) return s;
+        }
+        const auto* fa = reinterpret_cast<const float*>(a);
+        const auto* fb = reinterpret_cast<const float*>(b);
+        auto* fo = reinterpret_cast<float*>(out);
+        for (uint64_t i = 0; i < count; ++i) fo[i] = fa[i] + fb[i];
+        return absl::OkStatus();
+      }
+      case Entry::kFill: {
+        const auto out = arg<SparkrtDevicePtr>(l, 0);
+        if (auto s = check_range(out, count * 4, "fill_u32 out"); !s.ok()) return s;
+        std::fill_n(reinterpret_cast<uint32_t*>(out), count, arg<uint32_t>(l, 1));
+        return absl::OkStatus();
+      }
     }
-    uint64_t a, b, out;
-    uint32_t n;
-    std::memcpy(&a, l.params.data() + l.arg_offsets[0], sizeof a);
-    std::memcpy(&b, l.params.data() + l.arg_offsets[1], sizeof b);
-    std::memcpy(&out, l.params.data() + l.arg_offsets[2], sizeof out);
-    std::memcpy(&n, l.params.data() + l.arg_offsets[3], sizeof n);
-    const uint64_t threads = uint64_t{l.grid[0]} * l.block[0];
-    const uint64_t count = std::min<uint64_t>(n, threads);  // threads with i >= n do nothing
-    for (uint64_t p : {a, b, out}) {
-      if (auto s = check_range(p, count * sizeof(float), "vector_add_f32 argument"); !s.ok()) return s;
-    }
-    const auto* fa = reinterpret_cast<const float*>(a);
-    const auto* fb = reinterpret_cast<const float*>(b);
-    auto* fo = reinterpret_cast<float*>(out);
-    for (uint64_t i = 0; i < count; ++i) fo[i] = fa[i] + fb[i];
-    return absl::OkStatus();
+    return absl::InternalError("example_host: unknown kernel");
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
+  template <typename T>
+  static T arg(const sdk::Launch& l, size_t i) {
+    T value;
+    std::memcpy(&value, l.params.data() + l.arg_offsets[i], sizeof value);
+    return value;
+  }
+
   absl::Status check_range(SparkrtDevicePtr ptr, uint64_t bytes, const char* what) {
     std::lock_guard lock(mu_);
     auto it = allocations_.upper_bound(ptr);
@@ -199,24 +270,11 @@ class HostDevice final : public sdk::Device {
   }
 
   absl::Status check_stream(SparkrtStream stream) {
-    return stream == 0 ? absl::OkStatus() : check_handle(streams_, stream, "stream");
+    std::lock_guard lock(mu_);
+    return stream == 0 || streams_.contains(stream) ? absl::OkStatus() : unknown("stream", stream);
   }
 
-  uint64_t add_handle(std::set<uint64_t>& set) {
-    std::lock_guard lock(mu_);
-    const uint64_t handle = ++next_handle_;
-    set.insert(handle);
-    return handle;
-  }
-  absl::Status check_handle(std::set<uint64_t>& set, uint64_t handle, const char* what) {
-    std::lock_guard lock(mu_);
-    if (set.contains(handle)) return absl::OkStatus();
-    return absl::InvalidArgumentError(std::string("example_host: unknown ") + what + " " +
-                                      std::to_string(handle));
-  }
-  absl::Status remove_handle(std::set<uint64_t>& set, uint64_t handle, const char* what) {
-    std::lock_guard lock(mu_);
-    if (set.erase(handle) == 1) return absl::OkStatus();
+  static absl::Status unknown(const char* what, uint64_t handle) {
     return absl::InvalidArgumentError(std::string("example_host: unknown ") + what + " " +
                                       std::to_string(handle));
   }
@@ -224,7 +282,8 @@ class HostDevice final : public sdk::Device {
   std::mutex mu_;
   std::map<SparkrtDevicePtr, uint64_t> allocations_;  // base -> bytes
   uint64_t live_bytes_ = 0;
-  std::set<uint64_t> streams_, events_;
+  std::set<SparkrtStream> streams_;
+  std::map<SparkrtEvent, std::optional<Clock::time_point>> events_;  // -> when recorded
   uint64_t next_handle_ = 0;
 };
 

@@ -1,10 +1,11 @@
 // The backend conformance suite: one set of behaviours every backend must
-// show, run once per backend (ctest: conformance.<backend>).
+// show (stated in sparkrt/plugin_api.h), run against one plugin by
+// `sparkrt conformance` (ctest: conformance.<backend>).
 //
-// A backend that cannot support a case declares it in kUnsupported below with
-// the reason; the case then reports that reason with MESSAGE and returns. A
-// backend whose device is absent on this machine (no driver, no GPU) skips the
-// whole suite with exit code 77, which CTest shows as "Skipped".
+// A case for a feature the backend does not offer (suite.h: features())
+// reports the reason with MESSAGE and returns: SKIP_IF_UNSUPPORTED below.
+// A backend whose device is absent on this machine (no driver, no GPU) skips
+// the whole suite with exit code 77, which CTest shows as "Skipped".
 #ifndef SPARKRT_TESTS_CONFORMANCE_CONFORMANCE_H_
 #define SPARKRT_TESTS_CONFORMANCE_CONFORMANCE_H_
 
@@ -20,15 +21,20 @@
 
 namespace sparkrt::conformance {
 
-// The backend under test, from --backend=<name> (set by the test main).
+// The backend under test, as its plugin names itself ("cuda", "mine").
 const std::string& backend_name();
 
-// Opens a fresh device of the backend under test; fails the case when it
-// cannot (availability was checked before any case ran).
+// The name --backend gave, or "" when it gave a path or nothing (auto).
+const std::string& requested_name();
+
+// Opens a fresh device of the backend under test: the plugin file and device
+// index the first open chose. Fails the case when it cannot (the first open
+// succeeded before any case ran).
 std::unique_ptr<Device> open_device();
 
-// Why the backend under test cannot support `feature`, or nullptr.
-const char* unsupported_reason(std::string_view feature);
+// Why the cases of `feature` (a name from features()) are skipped on the
+// backend under test, or nullptr when they run.
+const char* skip_reason(std::string_view feature);
 
 inline absl::Status status_of(const absl::Status& s) { return s; }
 template <typename T>
@@ -61,11 +67,10 @@ absl::Status status_of(const absl::StatusOr<T>& s) {
     CHECK_MESSAGE(!_st.ok(), #expr " unexpectedly succeeded");          \
   } while (0)
 
-// Returns from the case, visibly, when the backend declared `feature`
-// unsupported.
+// Returns from the case, visibly, when `feature` is skipped on the backend.
 #define SKIP_IF_UNSUPPORTED(feature)                                                             \
   do {                                                                                           \
-    if (const char* _why = ::sparkrt::conformance::unsupported_reason(feature)) {                \
+    if (const char* _why = ::sparkrt::conformance::skip_reason(feature)) {                       \
       MESSAGE("SKIPPED on " << ::sparkrt::conformance::backend_name() << ": " << feature << ": " \
                             << std::string(_why));                                               \
       return;                                                                                    \

@@ -1,96 +1,32 @@
-// Main of the conformance suite: picks the backend, checks it is present on
-// this machine, then runs doctest.
+// The conformance tests' main (ctest: conformance.<backend>): runs the
+// shipped `sparkrt conformance`, which sits next to this binary, with these
+// arguments, so that CTest runs exactly what a plugin author runs.
 //
-//   sparkrt_conformance --backend=mock [doctest options]
+//   sparkrt_conformance --backend=mock [conformance options]
 //
-// Exit code 77 (CTest's SKIP_RETURN_CODE) when the backend's plugin loads but
-// reports that it has no usable device here (Unavailable: no driver, no GPU).
-// Any other failure to open is a failure, not a skip.
-#define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
+// Exit codes are the command's: 77 (CTest's SKIP_RETURN_CODE) when the
+// backend's plugin loads but has no usable device here.
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "conformance.h"
-
-namespace sparkrt::conformance {
-namespace {
-
-std::string g_backend;
-
-struct Unsupported {
-  const char* backend;
-  const char* feature;
-  const char* reason;
-};
-
-// Every case a backend cannot support, with the reason. Keep it short: each
-// line is a gap in what that backend promises.
-constexpr Unsupported kUnsupported[] = {
-    {"mock", "kernel results", "the mock records launches but does not execute kernels"},
-    {"cuda", "use-after-free detection",
-     "freed memory stays mapped in the driver's pool, so the driver cannot tell a stale pointer "
-     "from a live one"},
-};
-
-}  // namespace
-
-const std::string& backend_name() { return g_backend; }
-
-const char* unsupported_reason(std::string_view feature) {
-  for (const auto& u : kUnsupported)
-    if (g_backend == u.backend && feature == u.feature) return u.reason;
-  return nullptr;
-}
-
-std::unique_ptr<Device> open_device() {
-  auto dev = Device::open({.backend = g_backend});
-  REQUIRE_MESSAGE(dev.ok(), "open " << g_backend << ": " << std::string(dev.status().ToString()));
-  return *std::move(dev);
-}
-
-}  // namespace sparkrt::conformance
-
 int main(int argc, char** argv) {
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--backend=", 10) == 0) {
-      sparkrt::conformance::g_backend = argv[i] + 10;
-    } else {
-      rest.push_back(argv[i]);
-    }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "%s: cannot find its own file: %s\n", argv[0], std::strerror(errno));
+    return 1;
   }
-  bool listing = false;
-  for (char* a : rest)
-    if (std::strstr(a, "-list") != nullptr || std::strstr(a, "-ltc") != nullptr ||
-        std::strcmp(a, "-h") == 0 || std::strstr(a, "-help") != nullptr)
-      listing = true;
-  if (sparkrt::conformance::g_backend.empty() && !listing) {
-    std::fprintf(stderr, "usage: %s --backend=<name> [doctest options]\n", argv[0]);
-    return 2;
-  }
-  if (!listing) {
-    auto dev = sparkrt::Device::open({.backend = sparkrt::conformance::g_backend});
-    if (!dev.ok()) {
-      std::string message(dev.status().ToString());
-      if (dev.status().code() == absl::StatusCode::kUnavailable) {
-        std::printf("SKIPPED: the %s backend has no usable device on this machine: %s\n",
-                    sparkrt::conformance::g_backend.c_str(), message.c_str());
-        return 77;
-      }
-      std::fprintf(stderr, "cannot open the %s backend: %s\n",
-                   sparkrt::conformance::g_backend.c_str(), message.c_str());
-      return 1;
-    }
-    std::printf("conformance: backend %s, device %d: %s (%s), plugin %s %s\n",
-                sparkrt::conformance::g_backend.c_str(), (*dev)->index(),
-                (*dev)->properties().name.c_str(), (*dev)->properties().architecture.c_str(),
-                (*dev)->plugin_path().c_str(), (*dev)->plugin_version().c_str());
-  }
-  doctest::Context context;
-  context.applyCommandLine(static_cast<int>(rest.size()), rest.data());
-  return context.run();
+  std::string cli(self, static_cast<size_t>(n));
+  cli = cli.substr(0, cli.rfind('/') + 1) + SPARKRT_CLI_NAME;
+  std::vector<char*> args = {cli.data(), const_cast<char*>("conformance")};
+  args.insert(args.end(), argv + 1, argv + argc);
+  args.push_back(nullptr);
+  execv(cli.c_str(), args.data());
+  std::fprintf(stderr, "%s: cannot run %s: %s\n", argv[0], cli.c_str(), std::strerror(errno));
+  return 1;
 }

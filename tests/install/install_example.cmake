@@ -3,8 +3,9 @@
 #  - builds examples/launch_vector_add with find_package(sparkrt) and with
 #    pkg-config, and runs it on the mock backend (the pkg-config build with
 #    no LD_LIBRARY_PATH: the flags alone must make it start);
-#  - builds the out-of-tree plugin examples/host_plugin with the SDK and runs
-#    the example on it, where the result is computed and checked.
+#  - builds the out-of-tree plugin examples/host_plugin with the SDK, runs the
+#    example on it, where the result is computed and checked, and passes the
+#    installed `sparkrt conformance` with it.
 #
 # Inputs (-D): BUILD_DIR, EXAMPLES_DIR, WORK_DIR, GENERATOR, CXX_COMPILER,
 # SANITIZE, LIBDIR, PLUGIN_SUBDIR, KERNEL_SUBDIR.
@@ -131,4 +132,30 @@ if(NOT rc EQUAL 1 OR NOT err MATCHES "^sparkrt demo: [^\n]*fill_slots_from_block
   message(FATAL_ERROR "sparkrt demo on example_host: expected exit code 1 and an error naming "
                       "the kernel it lacks; got ${rc}")
 endif()
+
+# The installed conformance suite passes with the plugin, by path, and skips
+# the graph cases because the plugin offers no sparkrt.graph.v1.
+unset(ENV{SPARKRT_PLUGIN_PATH})
+unset(ENV{SPARKRT_BACKEND})
+run(COMMAND ${prefix}/bin/sparkrt conformance --backend ${plugin})
+if(NOT run_output MATCHES "conformance: backend example_host [^\n]*plugin ${plugin}\n"
+   OR NOT run_output MATCHES "feature skipped: graphs: the plugin does not offer sparkrt\\.graph\\.v1"
+   OR NOT run_output MATCHES "test cases: *[1-9][0-9]* \\| *[1-9][0-9]* passed \\| *0 failed"
+   OR NOT run_output MATCHES "Status: SUCCESS")
+  message(FATAL_ERROR "sparkrt conformance on example_host: expected every case to pass and the "
+                      "graph cases to be skipped")
+endif()
+# The same from the plugin's own project: sparkrt_add_conformance_test.
+get_filename_component(cmake_bin ${CMAKE_COMMAND} DIRECTORY)
+run(COMMAND ${cmake_bin}/ctest --test-dir ${plugin_build} --output-on-failure)
+if(NOT run_output MATCHES "conformance\\.example_host [.]* *Passed")
+  message(FATAL_ERROR "ctest in the plugin's build did not pass conformance.example_host")
+endif()
 message(STATUS "out-of-tree plugin passed")
+
+# The installed suite on the installed mock, by name.
+run(COMMAND ${prefix}/bin/sparkrt conformance --backend mock)
+if(NOT run_output MATCHES "plugin ${prefix}/${PLUGIN_SUBDIR}/libsparkrt_backend_mock\\.so\n")
+  message(FATAL_ERROR "the installed sparkrt conformance did not test the installed mock")
+endif()
+message(STATUS "installed conformance suite passed")

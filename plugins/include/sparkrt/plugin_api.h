@@ -22,7 +22,8 @@
  * Calling conventions:
  *  - Every call but the three error helpers takes one args struct whose first
  *    field is `struct_size`, set by the caller to SPARKRT_<NAME>_ARGS_SIZE.
- *    Fields marked `out` are written by the plugin.
+ *    Fields marked `out` are written by the plugin. A struct_size smaller
+ *    than the plugin needs is refused with INVALID_ARGUMENT.
  *  - A call returns NULL on success or a SparkrtError the caller owns and
  *    releases with `error_destroy`. Error codes equal absl::StatusCode values.
  *  - No C++ types, exceptions or allocator ownership cross this boundary.
@@ -30,6 +31,18 @@
  *    must not be used concurrently with its own destroy/unload/close call.
  *  - Streams are plugin-issued 64-bit handles; 0 is the device's default
  *    stream. Device pointers are 64-bit device addresses.
+ *
+ * Behaviour: the comments of each section below state what a backend must
+ * do, and `sparkrt conformance --backend <name or plugin path>` checks every
+ * rule so stated (README: "Writing a backend plugin"). A rule marked
+ * [feature] belongs to an optional feature: its cases are skipped, with the
+ * reason, where the plugin does not offer it (the suite detects that, or the
+ * backend declares it: --skip FEATURE:REASON). What is marked (runtime) the
+ * runtime checks before it calls the plugin, so a plugin need not.
+ *  - Every call that takes a stream or event handle refuses one that is
+ *    unknown or destroyed with INVALID_ARGUMENT (event 0 included).
+ *  - The suite loads the vector_ops module (kernels/ptx/vector_ops.cu) and
+ *    launches vector_add_f32 and fill_u32; a backend must resolve both.
  */
 #ifndef SPARKRT_PLUGIN_API_H_
 #define SPARKRT_PLUGIN_API_H_
@@ -121,28 +134,32 @@ typedef struct SparkrtDeviceOpenArgs {
 } SparkrtDeviceOpenArgs;
 #define SPARKRT_DEVICE_OPEN_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceOpenArgs, device)
 
-/* Destroys every stream, event, module and allocation the device still owns. */
+/* Destroys every stream, event, module and allocation the device still owns;
+ * the same index can then be opened again. (runtime) A closed device's calls
+ * fail with FAILED_PRECONDITION. */
 typedef struct SparkrtDeviceCloseArgs {
   size_t struct_size;
   SparkrtDevice* device;
 } SparkrtDeviceCloseArgs;
 #define SPARKRT_DEVICE_CLOSE_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceCloseArgs, device)
 
+/* The launch limits the runtime checks against. Required: a name, and the
+ * minimums noted below. */
 typedef struct SparkrtDeviceProperties {
   size_t struct_size;
-  char name[256];         /* "NVIDIA H200", "sparkrt mock device" */
+  char name[256];         /* "NVIDIA H200", "sparkrt mock device"; not empty */
   char architecture[32];  /* image suffix the device prefers: "sm_90"; "" if none */
-  uint64_t total_memory;  /* bytes */
+  uint64_t total_memory;  /* bytes, > 0 */
   uint32_t multiprocessor_count;
-  uint32_t warp_size;
-  uint32_t max_threads_per_block;
-  uint32_t max_block_dim[3];
-  uint32_t max_grid_dim[3];
-  uint32_t max_shared_memory_per_block;       /* without opt-in */
-  uint32_t max_shared_memory_per_block_optin; /* ceiling for dynamic shared memory */
-  uint32_t compute_capability_major;          /* 0 where not applicable */
-  uint32_t compute_capability_minor;
-  uint32_t image_formats; /* bit (1 << SparkrtImageFormat) per accepted format */
+  uint32_t warp_size;             /* > 0 */
+  uint32_t max_threads_per_block; /* >= 64 */
+  uint32_t max_block_dim[3];      /* x >= 64 */
+  uint32_t max_grid_dim[3];       /* x >= 65535 */
+  uint32_t max_shared_memory_per_block;       /* without opt-in; > 0 */
+  uint32_t max_shared_memory_per_block_optin; /* ceiling for dynamic shared memory; >= the above */
+  uint32_t compute_capability_major;          /* 0 where not applicable; else */
+  uint32_t compute_capability_minor;          /* architecture is "sm_<major><minor>" */
+  uint32_t image_formats; /* bit (1 << SparkrtImageFormat) per accepted format; one at least */
 } SparkrtDeviceProperties;
 #define SPARKRT_DEVICE_PROPERTIES_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, image_formats)
 
@@ -182,7 +199,8 @@ typedef struct SparkrtParamInfo {
 
 /* The runtime parses the module's PTX and passes the entry's signature so
  * that backends without a native loader (mock, cpu) know the layout and
- * backends with one can cross-check it. */
+ * backends with one can cross-check it. (runtime) An entry or module that the
+ * PTX does not have is NOT_FOUND without reaching the plugin. */
 typedef struct SparkrtKernelGetArgs {
   size_t struct_size;
   SparkrtModule* module;
@@ -195,23 +213,35 @@ typedef struct SparkrtKernelGetArgs {
 
 /* ---- memory ------------------------------------------------------------- */
 
+/* Device pointers given to memset, memcpy and kernels may point anywhere
+ * inside a live allocation (its base plus an offset). A range that touches an
+ * address in no allocation (0x1000, say) fails. [out-of-bounds] So does a
+ * range that starts inside an allocation and runs past its end;
+ * [use-after-free] and one inside a freed allocation. */
+
+/* More than the device can provide (the suite asks for 2^60 bytes) fails with
+ * RESOURCE_EXHAUSTED. */
 typedef struct SparkrtMemAllocArgs {
   size_t struct_size;
   SparkrtDevice* device;
-  uint64_t bytes; /* > 0 */
-  SparkrtDevicePtr ptr; /* out; aligned to at least 256 bytes */
+  uint64_t bytes; /* > 0 (runtime: 0 is INVALID_ARGUMENT) */
+  SparkrtDevicePtr ptr; /* out; not 0, aligned to at least 256 bytes, apart from
+                           every live allocation */
 } SparkrtMemAllocArgs;
 #define SPARKRT_MEM_ALLOC_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtMemAllocArgs, ptr)
 
 typedef struct SparkrtMemFreeArgs {
   size_t struct_size;
   SparkrtDevice* device;
-  SparkrtDevicePtr ptr; /* exactly what mem_alloc returned */
+  SparkrtDevicePtr ptr; /* exactly what mem_alloc returned; anything else (0, an
+                           address inside an allocation, one never allocated or
+                           already freed) fails */
 } SparkrtMemFreeArgs;
 #define SPARKRT_MEM_FREE_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtMemFreeArgs, ptr)
 
 /* Page-locked host memory for fast asynchronous copies. Backends without
- * such a notion return ordinary host memory. */
+ * such a notion return ordinary host memory. bytes > 0 (runtime); host_free
+ * of a pointer host_alloc did not return fails. */
 typedef struct SparkrtHostAllocArgs {
   size_t struct_size;
   SparkrtDevice* device;
@@ -227,7 +257,12 @@ typedef struct SparkrtHostFreeArgs {
 } SparkrtHostFreeArgs;
 #define SPARKRT_HOST_FREE_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtHostFreeArgs, ptr)
 
-/* blocking != 0: returns when done. Otherwise ordered on `stream`; host
+/* memset and memcpy write exactly `bytes` bytes and nothing around them;
+ * bytes == 0 succeeds and does nothing (host pointers may then be null;
+ * (runtime) a null host pointer with bytes > 0 is INVALID_ARGUMENT).
+ * blocking != 0: returns when done, after all work queued before it on the
+ * default stream (a blocking copy reads what a default-stream launch wrote).
+ * Otherwise ordered on `stream`, which must be 0 or a live stream; host
  * memory must stay valid until the stream reaches the operation. */
 typedef struct SparkrtMemsetArgs {
   size_t struct_size;
@@ -256,6 +291,12 @@ typedef struct SparkrtMemcpyArgs {
 
 /* ---- streams and events ------------------------------------------------- */
 
+/* Work queued on one stream (async memset and memcpy, launches) runs in the
+ * order queued; stream_synchronize returns when all of it is done. Stream 0
+ * always exists and cannot be destroyed (INVALID_ARGUMENT). A destroyed
+ * stream's or event's handle stays refused after new ones are created, so
+ * do not hand the same value out again at once. */
+
 typedef struct SparkrtStreamCreateArgs {
   size_t struct_size;
   SparkrtDevice* device;
@@ -279,7 +320,10 @@ typedef struct SparkrtEventCreateArgs {
 #define SPARKRT_EVENT_CREATE_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtEventCreateArgs, event)
 
 /* Used by event_destroy, event_record (on `stream`), event_synchronize and
- * stream_wait_event (`stream` waits for `event`). */
+ * stream_wait_event (`stream` waits for `event`). A recorded event completes
+ * when the work queued on its stream before the record has; work queued on a
+ * waiting stream after stream_wait_event starts only then, across streams;
+ * event_synchronize returns once it has. */
 typedef struct SparkrtEventArgs {
   size_t struct_size;
   SparkrtDevice* device;
@@ -288,6 +332,9 @@ typedef struct SparkrtEventArgs {
 } SparkrtEventArgs;
 #define SPARKRT_EVENT_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtEventArgs, stream)
 
+/* Milliseconds from `start` to `end`, both recorded and complete: finite, and
+ * >= 0 when `end` was recorded after `start`. An event never recorded fails
+ * (FAILED_PRECONDITION). */
 typedef struct SparkrtEventElapsedArgs {
   size_t struct_size;
   SparkrtDevice* device;
@@ -301,7 +348,13 @@ typedef struct SparkrtEventElapsedArgs {
 
 /* The runtime has already checked the arguments against the kernel's
  * signature and the launch limits; `params` holds them packed in the CUDA
- * parameter layout (arg i at arg_offsets[i], natural alignment). */
+ * parameter layout (arg i at arg_offsets[i], natural alignment). (runtime)
+ * A zero or oversized grid or block dimension, more threads per block than
+ * max_threads_per_block, a block the kernel's .reqntid or .maxntid forbids,
+ * shared memory above the opt-in ceiling, and a missing, extra, mis-sized or
+ * mistyped argument are INVALID_ARGUMENT. A launch on the default stream or
+ * on any live stream succeeds; [kernel-results] kernels compute what their
+ * source says (vector_add_f32 bit for bit) and write nothing beyond it. */
 typedef struct SparkrtLaunchArgs {
   size_t struct_size;
   SparkrtDevice* device;
@@ -322,7 +375,10 @@ typedef struct SparkrtLaunchArgs {
 /* ---- extensions ------------------------------------------------------------ */
 
 /* Returns the extension's table in `extension`, or NULL when the plugin does
- * not implement it (not an error). Tables live as long as the library. */
+ * not implement it (not an error). Tables live as long as the library.
+ * [graphs] A plugin that offers sparkrt.graph.v1 follows
+ * sparkrt/extensions/graph.h. [kernel-results] One that offers
+ * sparkrt.mock.v1 is a recording device: its launches are not run. */
 typedef struct SparkrtGetExtensionArgs {
   size_t struct_size;
   const char* name;
@@ -359,7 +415,8 @@ typedef struct SparkrtPluginApi {
   size_t struct_size; /* SPARKRT_PLUGIN_API_SIZE of the plugin's header */
   uint32_t abi_major;
   uint32_t abi_minor;
-  const char* name;    /* backend name: "mock", "cuda", "cpu" */
+  const char* name;    /* backend name: "mock", "cuda", "cpu"; the <name> of its
+                          file, libsparkrt_backend_<name>.so */
   const char* version; /* the plugin's own version string */
 
   SparkrtErrorCodeFn error_code;

@@ -24,6 +24,10 @@
  *  - A graph replays the recorded arguments: the same pointers, sizes and
  *    values each time. Change the data behind the pointers, not the pointers.
  *  - A graph lives until destroy or until its device is closed.
+ *  - Refused with INVALID_ARGUMENT: begin_capture on stream 0 or on an unknown
+ *    stream, launch or destroy of an unknown or destroyed graph, and args
+ *    whose struct_size is too small. end_capture on a stream that is not
+ *    capturing fails.
  *  - Errors use the same convention as plugin_api.h; the table carries the
  *    error helpers so a user of the extension needs nothing else.
  *
