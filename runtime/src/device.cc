@@ -4,6 +4,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -163,6 +166,95 @@ absl::Status closed_error(const DeviceState& s) {
       absl::StrFormat("%s device %d is closed", s.plugin->name(), s.index));
 }
 
+// Finds or adds the slot for `key`; the map's lock is held for only that.
+template <typename Slot>
+Slot& find_or_add(std::shared_mutex& mu, absl::flat_hash_map<std::string, std::unique_ptr<Slot>>& map,
+                  std::string_view key) {
+  const absl::string_view k(key.data(), key.size());
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    if (auto it = map.find(k); it != map.end()) return *it->second;
+  }
+  std::unique_lock<std::shared_mutex> lock(mu);
+  auto& slot = map[k];
+  if (slot == nullptr) {
+    slot = std::make_unique<Slot>();
+    if constexpr (requires { slot->name; }) slot->name = std::string(key);
+  }
+  return *slot;
+}
+
+// Reads, parses and loads module `m` (its LoadOnce runs this once at a time).
+absl::Status load_module(DeviceState& s, detail::ModuleRecord& m) {
+  detail::BackendCall call(s);
+  if (!call.entered()) return closed_error(s);
+  const std::string& module = m.name;
+  auto image = find_module(module, s.properties.architecture);
+  if (!image.ok()) return image.status();
+  auto signatures = parse_ptx_signatures(image->ptx);
+  if (!signatures.ok())
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kernel module '%s' (%s): malformed PTX: %s", module, image->origin,
+        signatures.status().message()));
+
+  SparkrtModuleLoadArgs load{};
+  load.struct_size = SPARKRT_MODULE_LOAD_ARGS_SIZE;
+  load.device = s.native;
+  load.name = module.c_str();
+  std::string loaded_as;
+  if (!image->cubin.empty() && s.properties.accepts_cubin) {
+    load.format = SPARKRT_IMAGE_CUBIN;
+    load.image = image->cubin.data();
+    load.image_size = image->cubin.size();
+    loaded_as = image->cubin_arch + " cubin";
+  } else if (s.properties.accepts_ptx) {
+    load.format = SPARKRT_IMAGE_PTX;
+    load.image = image->ptx.c_str();  // NUL-terminated
+    load.image_size = image->ptx.size();
+    loaded_as = "PTX";
+  } else {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel module '%s' (%s): the %s device takes neither PTX nor a %s cubin", module,
+        image->origin, s.plugin->name(), s.properties.architecture));
+  }
+  if (auto st = s.plugin->status(
+          s.api->module_load(&load),
+          absl::StrFormat("%s: loading kernel module '%s' (%s, %s)", s.plugin->name(), module,
+                          image->origin, loaded_as));
+      !st.ok())
+    return st;
+  detail::log_debug(absl::StrFormat("module %s loaded on %s device %d from %s (%s)", module,
+                                    s.plugin->name(), s.index, image->origin, loaded_as));
+  m.origin = absl::StrFormat("%s, %s", image->origin, loaded_as);
+  m.signatures = *std::move(signatures);
+  m.native = load.module;
+  return absl::OkStatus();
+}
+
+// Resolves entry `sig` of loaded module `m` into `slot` (its LoadOnce runs
+// this once at a time).
+absl::Status resolve_entry(DeviceState& s, detail::ModuleRecord& m, const KernelSignature& sig,
+                           detail::EntrySlot& slot) {
+  detail::BackendCall call(s);
+  if (!call.entered()) return closed_error(s);
+  std::vector<SparkrtParamInfo> params;
+  params.reserve(sig.params.size());
+  for (const auto& p : sig.params) params.push_back({p.offset, p.size, p.align});
+  SparkrtKernelGetArgs get{};
+  get.struct_size = SPARKRT_KERNEL_GET_ARGS_SIZE;
+  get.module = m.native;
+  get.entry = sig.entry.c_str();
+  get.params = params.data();
+  get.num_params = static_cast<uint32_t>(params.size());
+  if (auto st = s.plugin->status(
+          s.api->kernel_get(&get),
+          absl::StrFormat("%s: resolving %s.%s", s.plugin->name(), m.name, sig.entry));
+      !st.ok())
+    return st;
+  slot.record = detail::make_kernel_record(&s, m.name, sig, get.kernel);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ---- Kernel ------------------------------------------------------------------
@@ -190,18 +282,31 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const OpenOptions& options)
 Device::Device(std::unique_ptr<detail::DeviceState> state) : state_(std::move(state)) {}
 
 Device::~Device() {
-  if (auto s = close(); !s.ok()) detail::log_debug(absl::StrFormat("close: %s", s.message()));
+  if (auto s = close(); !s.ok()) {
+    // No caller to return it to: say it (SPARKRT_LOG's default level).
+    detail::log_error(absl::StrFormat("device destroyed without close(), and its close failed: "
+                                      "%s (call close() to get this as a status)",
+                                      s.message()));
+  }
 }
 
 absl::Status Device::close() {
   DeviceState& s = *state_;
   if (s.closed.exchange(true)) return absl::OkStatus();
+  {
+    // Loads and entry resolutions already under way use the device: let them
+    // finish (none starts from now on). A load that succeeds here is unloaded
+    // below with the rest.
+    std::unique_lock<std::mutex> lock(s.calls_mu);
+    s.calls_done.wait(lock, [&] { return s.calls_in_flight == 0; });
+  }
   absl::Status first;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    std::unique_lock<std::shared_mutex> lock(s.modules_mu);
     // Records stay until the Device is destroyed, so stale Kernel handles
     // fail cleanly instead of dangling.
     for (auto& [name, module] : s.modules) {
+      if (module->native == nullptr) continue;  // never loaded, or its load failed
       SparkrtModuleUnloadArgs args{SPARKRT_MODULE_UNLOAD_ARGS_SIZE, module->native};
       first.Update(s.plugin->status(s.api->module_unload(&args), "module_unload(" + name + ")"));
       module->native = nullptr;
@@ -219,65 +324,27 @@ const std::string& Device::plugin_version() const { return state_->plugin->versi
 int Device::index() const { return state_->index; }
 const DeviceProperties& Device::properties() const { return state_->properties; }
 SparkrtDevice* Device::native_handle() const { return state_->native; }
+bool Device::is_closed() const { return state_->closed; }
 
 // ---- Device: kernels -------------------------------------------------------------
 
 absl::StatusOr<Kernel> Device::kernel(std::string_view module, std::string_view entry) {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
-  const std::string module_name(module);
-  const std::string entry_name(entry);
-  std::lock_guard<std::mutex> lock(s.mu);
-
-  auto it = s.modules.find(module_name);
-  if (it == s.modules.end()) {
-    auto image = find_module(module, s.properties.architecture);
-    if (!image.ok()) return image.status();
-    auto signatures = parse_ptx_signatures(image->ptx);
-    if (!signatures.ok())
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "kernel module '%s' (%s): malformed PTX: %s", module, image->origin,
-          signatures.status().message()));
-
-    SparkrtModuleLoadArgs load{};
-    load.struct_size = SPARKRT_MODULE_LOAD_ARGS_SIZE;
-    load.device = s.native;
-    load.name = module_name.c_str();
-    std::string loaded_as;
-    if (!image->cubin.empty() && s.properties.accepts_cubin) {
-      load.format = SPARKRT_IMAGE_CUBIN;
-      load.image = image->cubin.data();
-      load.image_size = image->cubin.size();
-      loaded_as = image->cubin_arch + " cubin";
-    } else if (s.properties.accepts_ptx) {
-      load.format = SPARKRT_IMAGE_PTX;
-      load.image = image->ptx.c_str();  // NUL-terminated
-      load.image_size = image->ptx.size();
-      loaded_as = "PTX";
-    } else {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "kernel module '%s' (%s): the %s device takes neither PTX nor a %s cubin", module,
-          image->origin, s.plugin->name(), s.properties.architecture));
-    }
-    if (auto st = s.plugin->status(
-            s.api->module_load(&load),
-            absl::StrFormat("%s: loading kernel module '%s' (%s, %s)", s.plugin->name(), module,
-                            image->origin, loaded_as));
-        !st.ok())
-      return st;
-    detail::log_debug(absl::StrFormat("module %s loaded on %s device %d from %s (%s)", module,
-                                      s.plugin->name(), s.index, image->origin, loaded_as));
-    auto record = std::make_unique<detail::ModuleRecord>();
-    record->name = module_name;
-    record->origin = absl::StrFormat("%s, %s", image->origin, loaded_as);
-    record->native = load.module;
-    record->signatures = *std::move(signatures);
-    it = s.modules.emplace(module_name, std::move(record)).first;
+  // Each module and entry loads once, in its own slot, with no map lock held:
+  // a slow load delays only the callers that need that module or entry.
+  detail::ModuleRecord& m = find_or_add(s.modules_mu, s.modules, module);
+  if (!m.once.ready()) {
+    if (auto st = m.once.run([&] { return load_module(s, m); }); !st.ok()) return st;
+  }
+  {
+    std::shared_lock<std::shared_mutex> lock(m.kernels_mu);
+    if (auto k = m.kernels.find(absl::string_view(entry.data(), entry.size()));
+        k != m.kernels.end() && k->second->once.ready())
+      return Kernel(k->second->record.get());
   }
 
-  detail::ModuleRecord& m = *it->second;
-  if (auto k = m.kernels.find(entry_name); k != m.kernels.end()) return Kernel(k->second.get());
-
+  // The signatures are fixed once the module is loaded.
   const KernelSignature* sig = nullptr;
   for (const auto& candidate : m.signatures)
     if (candidate.entry == entry) sig = &candidate;
@@ -288,29 +355,14 @@ absl::StatusOr<Kernel> Device::kernel(std::string_view module, std::string_view 
         "kernel module '%s' (%s) has no entry '%s'; its entries: [%s]", module, m.origin, entry,
         absl::StrJoin(entries, ", ")));
   }
-  std::vector<SparkrtParamInfo> params;
-  params.reserve(sig->params.size());
-  for (const auto& p : sig->params) params.push_back({p.offset, p.size, p.align});
-  SparkrtKernelGetArgs get{};
-  get.struct_size = SPARKRT_KERNEL_GET_ARGS_SIZE;
-  get.module = m.native;
-  get.entry = entry_name.c_str();
-  get.params = params.data();
-  get.num_params = static_cast<uint32_t>(params.size());
-  if (auto st = s.plugin->status(
-          s.api->kernel_get(&get),
-          absl::StrFormat("%s: resolving %s.%s", s.plugin->name(), module, entry));
-      !st.ok())
+  if (!sig->unsupported.empty())
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kernel module '%s' (%s): entry '%s' cannot be launched: %s", module, m.origin, entry,
+        sig->unsupported));
+  detail::EntrySlot& slot = find_or_add(m.kernels_mu, m.kernels, entry);
+  if (auto st = slot.once.run([&] { return resolve_entry(s, m, *sig, slot); }); !st.ok())
     return st;
-  auto record = std::make_unique<detail::KernelRecord>(
-      detail::KernelRecord{&s, module_name, *sig, get.kernel, {}, {}});
-  for (const auto& p : sig->params) {
-    record->offsets.push_back(p.offset);
-    record->sizes.push_back(p.size);
-  }
-  const detail::KernelRecord* handle = record.get();
-  m.kernels.emplace(entry_name, std::move(record));
-  return Kernel(handle);
+  return Kernel(slot.record.get());
 }
 
 // ---- Device: memory and copies -------------------------------------------------

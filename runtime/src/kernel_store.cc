@@ -1,13 +1,17 @@
 #include "sparkrt/kernel_store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -34,12 +38,121 @@ std::string installed_kernel_folder() {
   return (prefix / SPARKRT_KERNEL_SUBDIR).string();
 }
 
-std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream data;
-  data << in.rdbuf();
-  return std::move(data).str();
+std::string errno_text(int err) {
+  char buf[128];
+  // strerror() is not thread-safe; strerror_r comes in a GNU and an XSI form.
+  struct Pick {
+    static const char* text(const char* gnu, const char*) { return gnu; }
+    static const char* text(int xsi, const char* buf) { return xsi == 0 ? buf : "unknown error"; }
+  };
+  return Pick::text(strerror_r(err, buf, sizeof(buf)), buf);
+}
+
+// "a FIFO, not a regular file", for a file that is passed over.
+std::string not_regular(mode_t mode) {
+  const char* type = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                     : S_ISSOCK(mode) ? "a socket"
+                                      : nullptr;
+  return type != nullptr ? absl::StrFormat("%s, not a regular file", type) : "not a regular file";
+}
+
+// What a module file name refers to.
+struct Probe {
+  enum Kind { kAbsent, kRegular, kSkipped } kind;
+  std::string reason;  // kSkipped: why it is not a module
+};
+
+// Classifies `path` with stat(), following links, without opening it (opening
+// a device node can have effects of its own).
+Probe probe(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISREG(st.st_mode)) return {Probe::kRegular, {}};
+    return {Probe::kSkipped, not_regular(st.st_mode)};
+  }
+  const int err = errno;
+  if (err == ENOENT || err == ENOTDIR) {
+    struct stat lst;
+    if (::lstat(path.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return {Probe::kAbsent, {}};
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(path, ec);
+    return {Probe::kSkipped, ec ? std::string("a dangling symbolic link")
+                                : absl::StrFormat("a dangling symbolic link to %s", target.string())};
+  }
+  if (err == ELOOP) return {Probe::kSkipped, "a symbolic link loop"};
+  return {Probe::kSkipped, absl::StrFormat("cannot be examined: %s", errno_text(err))};
+}
+
+// A module file read, or why there was none.
+struct FileRead {
+  Probe::Kind kind = Probe::kAbsent;
+  std::string reason;  // kSkipped
+  std::string data;    // kRegular
+};
+
+// Reads `path` if it is a regular file of at most kMaxModuleFileBytes. The
+// file may change between probe() and open(): the open never blocks
+// (O_NONBLOCK, for a FIFO put there meanwhile) and the opened descriptor is
+// checked again. An unreadable or oversized regular file is an error.
+absl::StatusOr<FileRead> read_module_file(const std::string& path) {
+  FileRead result;
+  Probe p = probe(path);
+  result.kind = p.kind;
+  result.reason = std::move(p.reason);
+  if (p.kind != Probe::kRegular) return result;
+
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return FileRead{};  // removed since probe()
+    if (err == ELOOP) return FileRead{Probe::kSkipped, "a symbolic link loop", {}};
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s cannot be opened: %s; fix its permissions or remove it from the kernel folder", path,
+        errno_text(err)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s cannot be examined: %s", path, errno_text(errno)));
+  if (!S_ISREG(st.st_mode)) return FileRead{Probe::kSkipped, not_regular(st.st_mode), {}};
+  const auto too_large = [&](uint64_t bytes, bool at_least) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is %s%d bytes, more than the %d MiB limit of a kernel module file; it is not read. "
+        "Remove or rename it",
+        path, at_least ? "at least " : "", bytes, kMaxModuleFileBytes >> 20));
+  };
+  if (static_cast<uint64_t>(st.st_size) > kMaxModuleFileBytes)
+    return too_large(static_cast<uint64_t>(st.st_size), false);
+
+  // Read to the end rather than trusting st_size: files in /proc report 0,
+  // and a file may grow while it is read. The spare byte sees the end of a
+  // file of the size reported without growing the buffer.
+  std::string& data = result.data;
+  data.resize(static_cast<size_t>(st.st_size) + 1);
+  size_t got = 0;
+  for (;;) {
+    if (got == data.size()) {
+      if (got > kMaxModuleFileBytes) return too_large(got, true);
+      data.resize(std::min<size_t>(got + std::max<size_t>(got, 64 << 10), kMaxModuleFileBytes + 1));
+    }
+    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s cannot be read: %s", path, errno_text(errno)));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return result;
 }
 
 std::optional<std::string> embedded(const std::string& file) {
@@ -80,8 +193,16 @@ absl::StatusOr<ModuleImage> find_module(std::string_view module, std::string_vie
   const std::string cubin_file =
       arch.empty() ? std::string() : absl::StrFormat("%s.%s.cubin", module, arch);
   const auto path = kernel_search_path();
+  std::vector<SkippedFile> skipped;
+  const auto pass_over = [&](std::string file, std::string reason) {
+    detail::log_debug(absl::StrFormat("module %s: passed over %s: %s", module, file, reason));
+    skipped.push_back({std::move(file), std::move(reason)});
+  };
+  const auto read_error = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrFormat("kernel module '%s': %s", module, s.message()));
+  };
   for (const std::string& folder : path) {
-    ModuleImage image{std::string(module), folder, {}, {}, {}};
+    ModuleImage image{std::string(module), folder, {}, {}, {}, {}};
     if (folder == kEmbedded) {
       auto ptx = embedded(ptx_file);
       if (!ptx) continue;
@@ -90,26 +211,43 @@ absl::StatusOr<ModuleImage> find_module(std::string_view module, std::string_vie
         if (auto cubin = embedded(cubin_file)) image.cubin = std::move(*cubin);
       }
     } else {
-      auto ptx = read_file(fs::path(folder) / ptx_file);
-      if (!ptx) continue;
-      image.ptx = std::move(*ptx);
+      std::string ptx_path = (fs::path(folder) / ptx_file).string();
+      auto ptx = read_module_file(ptx_path);
+      if (!ptx.ok()) return read_error(ptx.status());
+      if (ptx->kind == Probe::kAbsent) continue;
+      if (ptx->kind == Probe::kSkipped) {
+        pass_over(std::move(ptx_path), std::move(ptx->reason));
+        continue;
+      }
+      image.ptx = std::move(ptx->data);
       if (!cubin_file.empty()) {
-        if (auto cubin = read_file(fs::path(folder) / cubin_file)) image.cubin = std::move(*cubin);
+        std::string cubin_path = (fs::path(folder) / cubin_file).string();
+        auto cubin = read_module_file(cubin_path);
+        if (!cubin.ok()) return read_error(cubin.status());
+        if (cubin->kind == Probe::kRegular) image.cubin = std::move(cubin->data);
+        if (cubin->kind == Probe::kSkipped)
+          pass_over(std::move(cubin_path), std::move(cubin->reason));
       }
     }
     if (!image.cubin.empty()) image.cubin_arch = std::string(arch);
     detail::log_debug(absl::StrFormat("module %s: found in %s%s", module, folder,
                                       image.cubin.empty() ? "" : " (with " + cubin_file + ")"));
+    image.skipped = std::move(skipped);
     return image;
   }
+  std::vector<std::string> passed;
+  for (const auto& f : skipped) passed.push_back(absl::StrFormat("%s (%s)", f.path, f.reason));
   return absl::NotFoundError(absl::StrFormat(
-      "kernel module '%s' not found: searched %s for %s; modules available: [%s]. Add its folder "
-      "to SPARKRT_KERNEL_PATH",
-      module, absl::StrJoin(path, ", "), ptx_file, absl::StrJoin(list_modules(), ", ")));
+      "kernel module '%s' not found: searched %s for %s%s; modules available: [%s]. Add its "
+      "folder to SPARKRT_KERNEL_PATH",
+      module, absl::StrJoin(path, ", "), ptx_file,
+      passed.empty() ? "" : "; passed over " + absl::StrJoin(passed, ", "),
+      absl::StrJoin(list_modules(), ", ")));
 }
 
-std::vector<std::string> list_modules() {
+ModuleListing scan_modules() {
   std::set<std::string> names;
+  std::vector<SkippedFile> skipped;
   for (const std::string& folder : kernel_search_path()) {
     if (folder == kEmbedded) {
       for (const auto* img = detail::embedded_images(); img->file != nullptr; ++img) {
@@ -118,12 +256,24 @@ std::vector<std::string> list_modules() {
       }
       continue;
     }
+    std::vector<fs::path> files;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(folder, ec)) {
-      if (entry.path().extension() == ".ptx") names.insert(entry.path().stem().string());
+    for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      const fs::path& file = it->path();
+      if (file.extension() == ".ptx" && valid_module_name(file.stem().string()))
+        files.push_back(file);
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      Probe p = probe(file.string());
+      if (p.kind == Probe::kRegular) names.insert(file.stem().string());
+      if (p.kind == Probe::kSkipped) skipped.push_back({file.string(), std::move(p.reason)});
     }
   }
-  return {names.begin(), names.end()};
+  return {{names.begin(), names.end()}, std::move(skipped)};
 }
+
+std::vector<std::string> list_modules() { return scan_modules().modules; }
 
 }  // namespace sparkrt

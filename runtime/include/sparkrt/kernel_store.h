@@ -5,9 +5,16 @@
 //   1. each folder of SPARKRT_KERNEL_PATH (':'-separated), in order;
 //   2. the kernel folder installed with the runtime (<prefix>/share/sparkrt/kernels);
 //   3. the images embedded in libsparkrt at build time.
+//
+// Only regular files (after following symbolic links) are modules. Anything
+// else with a module's name (a FIFO, a device node, a directory, a dangling
+// link, a link loop) is passed over with its reason, and the search goes on.
+// A regular file that cannot be read, or is larger than kMaxModuleFileBytes,
+// is an error: it shadows the folders after it, so nothing else is used.
 #ifndef SPARKRT_KERNEL_STORE_H_
 #define SPARKRT_KERNEL_STORE_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,22 +23,42 @@
 
 namespace sparkrt {
 
+// Largest module file read (PTX or cubin); real modules are a few MiB at most.
+inline constexpr uint64_t kMaxModuleFileBytes = uint64_t{256} << 20;
+
+// A file named like a module that is not one, and why (e.g. "a FIFO, not a
+// regular file").
+struct SkippedFile {
+  std::string path;
+  std::string reason;
+};
+
 struct ModuleImage {
   std::string module;
   std::string origin;     // the folder it came from, or "embedded"
   std::string ptx;        // PTX text
   std::string cubin;      // cubin for the requested architecture; empty if none
   std::string cubin_arch; // e.g. "sm_90" when cubin is set
+  std::vector<SkippedFile> skipped;  // passed over on the way, in search order
 };
 
 // Where modules are looked for, in order ("embedded" last).
 std::vector<std::string> kernel_search_path();
 
 // Finds `module`; `arch` (may be empty) selects a cubin when one exists.
-// NotFound names every place searched and the modules that do exist.
+// NotFound names every place searched, the files passed over and why, and the
+// modules that do exist. Never blocks on a FIFO or reads a device.
 absl::StatusOr<ModuleImage> find_module(std::string_view module, std::string_view arch);
 
-// Every module name visible through the search path, sorted, unique.
+struct ModuleListing {
+  std::vector<std::string> modules;  // names with a regular file, sorted, unique
+  std::vector<SkippedFile> skipped;  // `<m>.ptx` names that are not modules, in search order
+};
+
+// Every `<m>.ptx` visible through the search path (without reading any).
+ModuleListing scan_modules();
+
+// scan_modules().modules.
 std::vector<std::string> list_modules();
 
 }  // namespace sparkrt
