@@ -1,12 +1,17 @@
 // `sparkrt modules`: every kernel module the runtime can find, where it comes
 // from, and each entry's parameter list as the PTX declares it (the list that
-// KernelLaunch checks arguments against).
+// KernelLaunch checks arguments against). A module that cannot be used is
+// marked with its error and the listing goes on.
+#include <algorithm>
+#include <map>
 #include <ostream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "commands.h"
 #include "sparkrt/kernel_store.h"
 #include "sparkrt/signature.h"
@@ -23,11 +28,23 @@ std::string format_signature(const KernelSignature& sig) {
   return text + ")";
 }
 
+void print_skipped(const std::vector<SkippedFile>& skipped, std::ostream& out) {
+  for (const SkippedFile& f : skipped)
+    out << absl::StrFormat("  passed over %s: %s\n", f.path, f.reason);
+}
+
+// Prints module `name`, or marks it with its error and returns that error.
 absl::Status print_module(std::string_view name, std::ostream& out) {
   auto image = find_module(name, "");
-  if (!image.ok()) return image.status();
+  if (!image.ok()) {
+    out << absl::StrFormat("\n%s: error: %s\n", name, image.status().message());
+    return image.status();
+  }
   auto signatures = parse_ptx_signatures(image->ptx);
   if (!signatures.ok()) {
+    out << absl::StrFormat("\n%s (from %s): error: malformed PTX: %s\n", image->module,
+                           image->origin, signatures.status().message());
+    print_skipped(image->skipped, out);
     return absl::Status(signatures.status().code(),
                         absl::StrFormat("module %s from %s: %s", name, image->origin,
                                         signatures.status().message()));
@@ -35,8 +52,10 @@ absl::Status print_module(std::string_view name, std::ostream& out) {
   out << absl::StrFormat("\n%s (from %s, %d entr%s)\n", image->module, image->origin,
                          signatures->size(), signatures->size() == 1 ? "y" : "ies");
   for (const KernelSignature& sig : *signatures) {
-    out << absl::StrFormat("  %s  [%d bytes]\n", format_signature(sig), sig.params_size);
+    out << absl::StrFormat("  %s  [%d bytes]%s\n", format_signature(sig), sig.params_size,
+                           sig.unsupported.empty() ? "" : "  cannot be launched: " + sig.unsupported);
   }
+  print_skipped(image->skipped, out);
   return absl::OkStatus();
 }
 
@@ -46,13 +65,43 @@ absl::Status run_modules(std::span<const std::string_view> names, std::ostream& 
   out << "kernel search path:\n";
   for (const std::string& dir : kernel_search_path()) out << "  " << dir << "\n";
 
-  std::vector<std::string> selected(names.begin(), names.end());
-  if (selected.empty()) selected = list_modules();
-  if (selected.empty()) out << "\n(no modules found)\n";
-  for (const std::string& name : selected) {
-    if (absl::Status status = print_module(name, out); !status.ok()) return status;
+  if (names.empty()) {
+    // Every name seen, including files passed over; broken ones are marked
+    // and the listing is still a success.
+    const ModuleListing listing = scan_modules();
+    std::map<std::string, std::vector<SkippedFile>> not_modules;
+    for (const SkippedFile& f : listing.skipped) {
+      std::string stem = f.path.substr(f.path.find_last_of('/') + 1);
+      stem.resize(stem.size() - 4);  // ".ptx"
+      not_modules[stem].push_back(f);
+    }
+    std::set<std::string> all(listing.modules.begin(), listing.modules.end());
+    for (const auto& [name, files] : not_modules) all.insert(name);
+    if (all.empty()) out << "\n(no modules found)\n";
+    for (const std::string& name : all) {
+      if (std::binary_search(listing.modules.begin(), listing.modules.end(), name)) {
+        print_module(name, out).IgnoreError();  // marked in the listing
+      } else {
+        out << absl::StrFormat("\n%s: not a module\n", name);
+        print_skipped(not_modules[name], out);
+      }
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+
+  // Named modules: each is printed or marked; any that cannot be used makes
+  // the command fail.
+  std::vector<absl::Status> failed;
+  for (std::string_view name : names) {
+    if (absl::Status status = print_module(name, out); !status.ok()) failed.push_back(status);
+  }
+  if (failed.empty()) return absl::OkStatus();
+  if (failed.size() == 1) return failed[0];
+  std::vector<std::string> messages;
+  for (const absl::Status& s : failed) messages.emplace_back(s.message());
+  return absl::Status(failed[0].code(),
+                      absl::StrFormat("%d of the modules named cannot be used:\n  %s",
+                                      failed.size(), absl::StrJoin(messages, "\n  ")));
 }
 
 }  // namespace sparkrt::cli
