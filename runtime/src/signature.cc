@@ -46,6 +46,15 @@ bool is_ident_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$';
 }
 
+// A PTX identifier: [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+ (the lexer
+// has already taken the longest run of identifier characters). ptxas also
+// takes a lone `_` as a parameter's name, but not as an entry's.
+bool is_identifier(std::string_view t, bool lone_underscore) {
+  if (t.empty() || !is_ident_start(t[0])) return false;
+  if (std::isalpha(static_cast<unsigned char>(t[0]))) return true;
+  return t.size() > 1 || (lone_underscore && t == "_");
+}
+
 class Lexer {
  public:
   explicit Lexer(std::string_view src) : src_(src) {}
@@ -245,7 +254,7 @@ class Parser {
     KernelSignature sig;
     auto name = expect_any("the entry name");
     if (!name.ok()) return name.status();
-    if (!is_ident_start(name->text[0]))
+    if (!is_identifier(name->text, false))
       return error(name->line, absl::StrFormat("expected an entry name after .entry, found '%s'",
                                                shown(name->text)));
     sig.entry = std::string(name->text);
@@ -340,7 +349,7 @@ class Parser {
     }
     if (scalar_type(t->text) != nullptr)
       return error(t->line, absl::StrFormat("%s has two types", context));
-    if (!is_ident_start(t->text[0]))
+    if (!is_identifier(t->text, true))
       return error(t->line, absl::StrFormat("%s: expected the parameter name, found '%s'%s",
                                             context, shown(t->text),
                                             t->text[0] == '.' ? " (out of place)" : ""));

@@ -218,7 +218,7 @@ constexpr Accepted kAccepted[] = {
      ".param .align 8U .u64 v",
      ""},
     {".param .s16 a, .param .s32 b, .param .s64 c, .param .b16 d, .param .b32 e, .param .b64 f, "
-     ".param .f16 g, .param .f64 h, .param .u64 %r, .param .u32 $x, .param .u16 _",
+     ".param .f16 g, .param .f64 h, .param .u64 %r, .param .u32 $x, .param .u16 _, .param .u8 _1",
      ""},
     {".param .b8 a[4095], .param .u8 x", ""},
     // Directives.
@@ -255,6 +255,8 @@ constexpr Accepted kRejected[] = {
     {".param .align 0 .u64 x", ""},
     {".param .u64 .ptr .global .align 3 x", ""},
     {".param .u64 x,", ""},
+    {".param .u32 %", ""},
+    {".param .u32 $", ""},
     {".param .b8 a[17], .param .u64 a", ""},
     {".param .u32 a", ".reqntid 128 .maxntid 128"},
     {".param .u32 a", ".reqntid 0"},

@@ -142,6 +142,10 @@ TEST_CASE("signature: malformed PTX is rejected with the line and the cause") {
       {".entry k(.param .u32 a) .pragma \"nounroll\" {}", "expected ';'"},
       {".entry k(.param .u32 a, .param .u32 a) {}", "used twice"},
       {".entry k(.param .u32 a)", "input ends"},
+      // Lone _, $ and % are not names (ptxas takes a lone _ as a parameter's).
+      {".entry _(.param .u32 a) {}", "expected an entry name"},
+      {".entry $(.param .u32 a) {}", "expected an entry name"},
+      {".entry k(.param .u32 %) {}", "expected the parameter name"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.ptx);
