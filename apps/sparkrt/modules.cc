@@ -28,6 +28,14 @@ std::string format_signature(const KernelSignature& sig) {
   return text + ")";
 }
 
+// The launch directives a launch is checked against, e.g. " .reqntid 128,1,1".
+std::string format_directives(const EntryDirectives& d) {
+  auto dims = [](const char* name, Dim3 v) {
+    return v.x == 0 ? std::string() : absl::StrFormat(" %s %d,%d,%d", name, v.x, v.y, v.z);
+  };
+  return dims(".reqntid", d.reqntid) + dims(".maxntid", d.maxntid);
+}
+
 void print_skipped(const std::vector<SkippedFile>& skipped, std::ostream& out) {
   for (const SkippedFile& f : skipped)
     out << absl::StrFormat("  passed over %s: %s\n", f.path, f.reason);
@@ -52,7 +60,8 @@ absl::Status print_module(std::string_view name, std::ostream& out) {
   out << absl::StrFormat("\n%s (from %s, %d entr%s)\n", image->module, image->origin,
                          signatures->size(), signatures->size() == 1 ? "y" : "ies");
   for (const KernelSignature& sig : *signatures) {
-    out << absl::StrFormat("  %s  [%d bytes]%s\n", format_signature(sig), sig.params_size,
+    out << absl::StrFormat("  %s  [%d bytes]%s%s\n", format_signature(sig), sig.params_size,
+                           format_directives(sig.directives),
                            sig.unsupported.empty() ? "" : "  cannot be launched: " + sig.unsupported);
   }
   print_skipped(image->skipped, out);
