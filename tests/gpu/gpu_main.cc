@@ -10,13 +10,15 @@
 #include <string>
 
 #include "sparkrt/device.h"
+#include "../support/test_environment.h"
 
 int main(int argc, char** argv) {
+  if (!sparkrt::testing::make_environment_hermetic(argc, argv)) return 2;
   bool listing = false;
   for (int i = 1; i < argc; ++i)
     if (std::strstr(argv[i], "-list") != nullptr || std::strstr(argv[i], "-ltc") != nullptr)
       listing = true;
-  // The test kernels live in the build tree; an explicit path wins.
+  // The test kernels live in the build tree; an explicit path (--set-env) wins.
   setenv("SPARKRT_KERNEL_PATH", SPARKRT_GPU_TEST_KERNEL_DIR, 0);
   if (!listing) {
     auto dev = sparkrt::Device::open({.backend = "cuda"});

@@ -1,14 +1,11 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cstdlib>
+#include "test_environment.h"
 
 // Tests are hermetic: the caller's sparkrt settings must not change what they
-// see. Tests that need a variable set it themselves (or run a child process).
-// SPARKRT_DEVICE stays, to pick the GPU that GPU tests use.
+// see (test_environment.h).
 int main(int argc, char** argv) {
-  for (const char* var : {"SPARKRT_BACKEND", "SPARKRT_PLUGIN_PATH", "SPARKRT_KERNEL_PATH",
-                          "SPARKRT_LOG", "SPARKRT_MOCK_LOG", "SPARKRT_SYNC_LAUNCHES"})
-    unsetenv(var);
+  if (!sparkrt::testing::make_environment_hermetic(argc, argv)) return 2;
   return doctest::Context(argc, argv).run();
 }
