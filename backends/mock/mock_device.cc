@@ -71,15 +71,25 @@ MockDevice::MockDevice(uint64_t serial, void (*on_close)(sdk::Device*))
   lookups_.reserve(64);
 }
 
-MockDevice::~MockDevice() {
-  if (on_close_ != nullptr) on_close_(this);
+absl::Status MockDevice::close() {
   std::lock_guard lock(mu_);
+  log_close();
+  return log_.close();
+}
+
+void MockDevice::log_close() {
   if (log_.is_open()) {
     log_.begin("device_close");
     log_.field("live_allocations", memory_.live_count());
     log_.field("live_bytes", memory_.live_bytes());
     log_.end();
   }
+}
+
+MockDevice::~MockDevice() {
+  if (on_close_ != nullptr) on_close_(this);
+  std::lock_guard lock(mu_);
+  log_close();  // when close() was not called: an open that failed half way
   // The device owns modules the runtime did not unload (plugin_api.h).
   for (MockModule* m : modules_) {
     m->device_closing_ = true;
@@ -97,10 +107,18 @@ namespace {
 absl::Status parse_properties(absl::string_view text, uint32_t& multiprocessors,
                               uint32_t& shared_optin) {
   constexpr absl::string_view kKnown = "multiprocessor_count, max_shared_memory_per_block_optin";
+  std::vector<absl::string_view> seen;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     item = absl::StripAsciiWhitespace(item);
     const size_t eq = item.find('=');
     const absl::string_view key = absl::StripAsciiWhitespace(item.substr(0, eq));
+    // Which of two settings was meant is a guess; refuse rather than pick.
+    if (eq != absl::string_view::npos && std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "SPARKRT_MOCK_PROPERTIES: key '%s' is given twice in '%s'; give each key once", key,
+          text));
+    }
+    seen.push_back(key);
     uint32_t value = 0;
     if (eq == absl::string_view::npos ||
         !absl::SimpleAtoi(absl::StripAsciiWhitespace(item.substr(eq + 1)), &value) || value == 0) {
@@ -146,6 +164,12 @@ absl::Status MockDevice::init_from_environment() {
   log_.begin("device_open");
   log_.field("device", "sparkrt mock device");
   log_.end();
+  if (!log_.status().ok()) {
+    // A file that takes no line (a full disk, /dev/full) fails the open
+    // rather than every call after it.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "SPARKRT_MOCK_LOG: ", log_.status().message(), " (or unset SPARKRT_MOCK_LOG)"));
+  }
   return absl::OkStatus();
 }
 
@@ -155,6 +179,13 @@ const char* MockDevice::intern(std::string_view s) {
   auto it = names_.find(s);
   if (it == names_.end()) it = names_.emplace(s).first;
   return it->c_str();
+}
+
+absl::Status MockDevice::log_refusal(std::string_view call) {
+  return note(call, absl::Status(log_.status().code(),
+                                 absl::StrFormat("%s: refused: %s (set_log_path(\"\") or a new "
+                                                 "path resumes)",
+                                                 call, log_.status().message())));
 }
 
 absl::Status MockDevice::note(std::string_view call, absl::Status status) {
@@ -242,6 +273,7 @@ absl::Status MockDevice::properties(SparkrtDeviceProperties& out) {
 absl::StatusOr<std::unique_ptr<sdk::Module>> MockDevice::load_module(
     std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("module_load");
   if (format != SPARKRT_IMAGE_PTX) {
     return note("module_load", absl::InvalidArgumentError(absl::StrFormat(
                                    "module_load(%s): image format %d is not PTX; the mock "
@@ -287,6 +319,7 @@ void MockDevice::module_unloaded(MockModule& module) {
 absl::StatusOr<sdk::Kernel*> MockDevice::resolve(MockModule& module, std::string_view entry,
                                                  std::span<const SparkrtParamInfo> params) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("kernel_get");
   ++counters_.lookups;
   const char* entry_name = intern(entry);
   LookupRecord& rec = lookups_.emplace_back(
@@ -338,6 +371,7 @@ absl::StatusOr<sdk::Kernel*> MockDevice::resolve(MockModule& module, std::string
 
 absl::StatusOr<SparkrtDevicePtr> MockDevice::alloc(uint64_t bytes) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("mem_alloc");
   const uint64_t limit = memory_cap_ != 0 ? std::min(memory_cap_, kTotalMemory) : kTotalMemory;
   const uint64_t live = memory_.live_bytes();
   if (bytes > limit || live > limit - bytes) {
@@ -367,6 +401,7 @@ absl::StatusOr<SparkrtDevicePtr> MockDevice::alloc(uint64_t bytes) {
 
 absl::Status MockDevice::free(SparkrtDevicePtr ptr) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("mem_free");
   auto a = memory_.release(ptr);
   if (!a.ok()) return note("mem_free", a.status());
   ++counters_.frees;
@@ -382,6 +417,7 @@ absl::Status MockDevice::free(SparkrtDevicePtr ptr) {
 
 absl::StatusOr<void*> MockDevice::host_alloc(uint64_t bytes) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("host_alloc");
   if (bytes == 0) {
     return note("host_alloc", absl::InvalidArgumentError("host_alloc: 0 bytes requested"));
   }
@@ -402,6 +438,7 @@ absl::StatusOr<void*> MockDevice::host_alloc(uint64_t bytes) {
 
 absl::Status MockDevice::host_free(void* ptr) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("host_free");
   if (host_allocations_.erase(ptr) == 0) {
     return note("host_free", absl::InvalidArgumentError(absl::StrFormat(
                                  "host_free: %p was not returned by host_alloc of this device "
@@ -420,6 +457,7 @@ absl::Status MockDevice::host_free(void* ptr) {
 absl::Status MockDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes,
                                 SparkrtStream stream, bool blocking) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("memset");
   auto s = find_stream(stream, "memset");
   if (!s.ok()) return note("memset", s.status());
   if (!blocking && graphs_.capturing(stream)) return graphs_.capture_memset(stream, dst, value, bytes);
@@ -449,6 +487,7 @@ absl::Status MockDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t by
 
 absl::Status MockDevice::memcpy(const SparkrtMemcpyArgs& copy) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("memcpy");
   const bool blocking = copy.blocking != 0;
   const uint64_t bytes = copy.bytes;
   auto s = find_stream(copy.stream, "memcpy");
@@ -535,6 +574,7 @@ absl::Status MockDevice::check_stream(SparkrtStream stream) {
 
 absl::StatusOr<SparkrtStream> MockDevice::create_stream() {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("stream_create");
   const SparkrtStream s = next_stream_++;
   streams_[s] = StreamState{};
   ++counters_.streams_created;
@@ -548,6 +588,7 @@ absl::StatusOr<SparkrtStream> MockDevice::create_stream() {
 
 absl::Status MockDevice::destroy_stream(SparkrtStream stream) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("stream_destroy");
   if (stream == 0) {
     return note("stream_destroy",
                 absl::InvalidArgumentError(
@@ -568,6 +609,7 @@ absl::Status MockDevice::destroy_stream(SparkrtStream stream) {
 
 absl::Status MockDevice::synchronize(SparkrtStream stream) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("stream_synchronize");
   auto s = find_stream(stream, "stream_synchronize");
   if (!s.ok()) return note("stream_synchronize", s.status());
   ++counters_.syncs;
@@ -582,6 +624,7 @@ absl::Status MockDevice::synchronize(SparkrtStream stream) {
 
 absl::StatusOr<SparkrtEvent> MockDevice::create_event() {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("event_create");
   const SparkrtEvent e = next_event_++;
   events_[e] = EventState{};
   ++counters_.events_created;
@@ -595,6 +638,7 @@ absl::StatusOr<SparkrtEvent> MockDevice::create_event() {
 
 absl::Status MockDevice::destroy_event(SparkrtEvent event) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("event_destroy");
   auto e = find_event(event, "event_destroy");
   if (!e.ok()) return note("event_destroy", e.status());
   (*e)->destroyed = true;
@@ -609,6 +653,7 @@ absl::Status MockDevice::destroy_event(SparkrtEvent event) {
 
 absl::Status MockDevice::record_event(SparkrtEvent event, SparkrtStream stream) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("event_record");
   auto e = find_event(event, "event_record");
   if (!e.ok()) return note("event_record", e.status());
   auto s = find_stream(stream, "event_record");
@@ -629,6 +674,7 @@ absl::Status MockDevice::record_event(SparkrtEvent event, SparkrtStream stream) 
 
 absl::Status MockDevice::synchronize_event(SparkrtEvent event) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("event_synchronize");
   auto e = find_event(event, "event_synchronize");
   if (!e.ok()) return note("event_synchronize", e.status());
   ++counters_.event_syncs;
@@ -642,6 +688,7 @@ absl::Status MockDevice::synchronize_event(SparkrtEvent event) {
 
 absl::Status MockDevice::wait_event(SparkrtStream stream, SparkrtEvent event) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("stream_wait_event");
   auto s = find_stream(stream, "stream_wait_event");
   if (!s.ok()) return note("stream_wait_event", s.status());
   auto e = find_event(event, "stream_wait_event");
@@ -659,6 +706,7 @@ absl::Status MockDevice::wait_event(SparkrtStream stream, SparkrtEvent event) {
 
 absl::StatusOr<float> MockDevice::elapsed_ms(SparkrtEvent start, SparkrtEvent end) {
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("event_elapsed");
   auto a = find_event(start, "event_elapsed");
   if (!a.ok()) return note("event_elapsed", a.status());
   auto b = find_event(end, "event_elapsed");
@@ -682,6 +730,7 @@ absl::StatusOr<float> MockDevice::elapsed_ms(SparkrtEvent start, SparkrtEvent en
 absl::Status MockDevice::launch(const sdk::Launch& l) {
   const auto* kernel = static_cast<const MockKernel*>(l.kernel);
   std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("launch");
   if (kernel->device != this) {
     return note("launch", absl::InvalidArgumentError(absl::StrFormat(
                               "launch(%s): the kernel was resolved on another device",
@@ -706,6 +755,23 @@ absl::Status MockDevice::launch(const sdk::Launch& l) {
                                 "buffer; the kernel declares %d bytes",
                                 kernel->entry, i, l.arg_sizes[i], l.arg_offsets[i],
                                 l.params.size(), kernel->params[i].size)));
+    }
+  }
+  // What a GPU would fault on once the kernel dereferenced it (or, for freed
+  // memory, silently read): refused here, naming it. Only 8-byte parameters
+  // can hold a pointer, and their sizes and offsets were checked above.
+  const std::byte* params = l.params.data();
+  for (const uint32_t i : kernel->wide_params) {
+    if (l.arg_kinds[i] != SPARKRT_ARG_PTR) continue;
+    uint64_t ptr;
+    std::memcpy(&ptr, params + l.arg_offsets[i], sizeof ptr);
+    if (!memory_.valid_pointer_argument(ptr)) {
+      return note("launch", absl::InvalidArgumentError(absl::StrFormat(
+                                "launch(%s, module %s): pointer argument #%d points into no live "
+                                "allocation: %s (a kernel may be given null, an address inside a "
+                                "live allocation, or one past its end)",
+                                kernel->entry, kernel->module, i,
+                                memory_.pointer_argument_error(ptr))));
     }
   }
   if (graphs_.capturing(l.stream)) return graphs_.capture_launch(l.stream, l);
@@ -956,11 +1022,13 @@ void MockDevice::set_recording(bool record_launches, uint64_t max_launch_records
 
 absl::Status MockDevice::set_log_path(std::string_view path) {
   std::lock_guard lock(mu_);
-  if (path.empty()) {
-    log_.close();
-    return absl::OkStatus();
+  // A write failure of the file being left is reported here if no call has
+  // reported it yet; the switch happens either way.
+  absl::Status previous = log_.close();
+  if (!path.empty()) {
+    if (absl::Status s = log_.open(std::string(path), /*append=*/false); !s.ok()) return s;
   }
-  return log_.open(std::string(path), /*append=*/false);
+  return previous;
 }
 
 }  // namespace sparkrt::mock

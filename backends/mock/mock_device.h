@@ -41,13 +41,17 @@ class MockKernel final : public sdk::Kernel {
   MockKernel(const MockDevice* owner, uint64_t kernel_id, const char* module_name,
              const char* entry_name, std::span<const SparkrtParamInfo> declared)
       : device(owner), id(kernel_id), module(module_name), entry(entry_name),
-        params(declared.begin(), declared.end()) {}
+        params(declared.begin(), declared.end()) {
+    for (uint32_t i = 0; i < params.size(); ++i)
+      if (params[i].size == sizeof(uint64_t)) wide_params.push_back(i);
+  }
 
   const MockDevice* const device;
   const uint64_t id;  // per device, 1-based, in resolution order
   const char* const module;
   const char* const entry;
   const std::vector<SparkrtParamInfo> params;  // as the runtime declared them
+  std::vector<uint32_t> wide_params;           // the 8-byte ones: where pointers can be
 };
 
 class MockModule final : public sdk::Module {
@@ -88,6 +92,9 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   absl::Status init_from_environment();
 
   // ---- sdk::Device ----
+  // Writes the log's device_close line and closes the log; an error says a
+  // write of it failed (the device is destroyed either way).
+  absl::Status close() override;
   absl::Status properties(SparkrtDeviceProperties& out) override;
   absl::StatusOr<std::unique_ptr<sdk::Module>> load_module(
       std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) override;
@@ -183,6 +190,11 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   const char* intern(std::string_view s);
   // Counts and logs a failed call; returns `status` unchanged.
   absl::Status note(std::string_view call, absl::Status status);
+  // Once a log write has failed, every device call is refused with that
+  // failure until set_log_path closes or replaces the log, or the device
+  // closes: a trace with a hole must not pass for a whole one.
+  absl::Status log_refusal(std::string_view call);
+  void log_close();
   absl::StatusOr<StreamState*> find_stream(SparkrtStream stream, std::string_view call);
   absl::StatusOr<EventState*> find_event(SparkrtEvent event, std::string_view call);
   std::string live_streams() const;

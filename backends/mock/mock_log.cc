@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,16 +17,26 @@ absl::Status JsonLog::open(const std::string& path, bool append) {
         absl::StrFormat("mock log: cannot open '%s' for %s: %s; choose a writable path", path,
                         append ? "appending" : "writing", std::strerror(err)));
   }
-  close();
+  close().IgnoreError();  // the previous file's failure was reported when it happened
   file_ = f;
+  path_ = path;
+  status_ = absl::OkStatus();
   seq_ = 0;
   line_.reserve(512);
   return absl::OkStatus();
 }
 
-void JsonLog::close() {
-  if (file_ != nullptr) std::fclose(file_);
+absl::Status JsonLog::close() {
+  if (file_ != nullptr && std::fclose(file_) != 0 && status_.ok()) write_failed(errno);
   file_ = nullptr;
+  return std::exchange(status_, absl::OkStatus());
+}
+
+void JsonLog::write_failed(int err) {
+  status_ = absl::DataLossError(absl::StrFormat(
+      "mock log: writing '%s' failed at line %d: %s; the trace is incomplete from there (free "
+      "space, or choose another path)",
+      path_, seq_, std::strerror(err)));
 }
 
 void JsonLog::begin(std::string_view op) {
@@ -62,9 +73,12 @@ void JsonLog::raw_field(std::string_view k, std::string_view raw) {
 
 void JsonLog::end() {
   line_.append("}\n");
-  if (file_ != nullptr) {
-    std::fwrite(line_.data(), 1, line_.size(), file_);
-    std::fflush(file_);
+  if (file_ != nullptr && status_.ok()) {
+    errno = 0;
+    if (std::fwrite(line_.data(), 1, line_.size(), file_) != line_.size() ||
+        std::fflush(file_) != 0) {
+      write_failed(errno != 0 ? errno : EIO);
+    }
   }
 }
 

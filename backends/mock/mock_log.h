@@ -6,7 +6,9 @@
 //   {"seq":3,"op":"copy","kind":"h2d","dst":"alloc#1+0","bytes":64,"stream":0,"blocking":true}
 //
 // Not thread-safe: the device's mutex guards it. Each line is flushed as it
-// is written, so a crashing test still leaves its trace behind.
+// is written, so a crashing test still leaves its trace behind, and a write
+// that fails (a full disk) is known at once: the log then writes nothing
+// more and status() says what failed until the next open.
 #ifndef SPARKRT_BACKENDS_MOCK_MOCK_LOG_H_
 #define SPARKRT_BACKENDS_MOCK_MOCK_LOG_H_
 
@@ -24,13 +26,18 @@ class JsonLog {
   JsonLog() = default;
   JsonLog(const JsonLog&) = delete;
   JsonLog& operator=(const JsonLog&) = delete;
-  ~JsonLog() { close(); }
+  ~JsonLog() { close().IgnoreError(); }  // the device reports failures before this
 
   // Starts writing to `path` (truncating, or appending when `append`);
   // replaces any previous file. Sequence numbers restart at 1.
   absl::Status open(const std::string& path, bool append);
-  void close();
+  // Closes the file and returns status() (or the close's own failure),
+  // which is then OK again.
+  absl::Status close();
   bool is_open() const { return file_ != nullptr; }
+  // OK, or the first failed write since open (DataLoss naming the file, the
+  // line and the errno text).
+  const absl::Status& status() const { return status_; }
 
   // Line building: begin(op), fields, end().
   void begin(std::string_view op);
@@ -48,7 +55,11 @@ class JsonLog {
  private:
   void key(std::string_view k);
 
+  void write_failed(int err);
+
   std::FILE* file_ = nullptr;
+  std::string path_;
+  absl::Status status_;
   uint64_t seq_ = 0;
   std::string line_;  // reused: no allocation per line once warm
 };

@@ -53,6 +53,27 @@ const Allocation* AddressSpace::find(uint64_t ptr) const {
   return ptr - a.base < a.size ? &a : nullptr;
 }
 
+bool AddressSpace::find_pointer_argument(uint64_t ptr) const {
+  auto it = by_base_.upper_bound(ptr);
+  if (it == by_base_.begin()) return false;
+  const Allocation* a = &std::prev(it)->second;
+  if (ptr - a->base > a->size) return false;
+  last_argument_ = a;
+  return a->live;
+}
+
+std::string AddressSpace::pointer_argument_error(uint64_t ptr) const {
+  auto it = by_base_.upper_bound(ptr);
+  if (it != by_base_.begin()) {
+    const Allocation& a = std::prev(it)->second;
+    if (!a.live && ptr - a.base <= a.size) {
+      return absl::StrFormat("use after free: 0x%x is alloc#%d+%d of %s", ptr, a.id, ptr - a.base,
+                             allocation_name(a));
+    }
+  }
+  return not_inside(ptr).text;
+}
+
 AddressSpace::Miss AddressSpace::not_inside(uint64_t ptr) const {
   // Name the allocation just below, which is what off-the-end arithmetic
   // usually started from.
@@ -112,6 +133,7 @@ absl::StatusOr<const Allocation*> AddressSpace::release(uint64_t ptr) {
   --live_count_;
   tombstones_.push_back(a.base);
   if (tombstones_.size() > kMaxTombstones) {
+    last_argument_ = nullptr;
     by_base_.erase(tombstones_.front());
     tombstones_.pop_front();
   }

@@ -75,7 +75,9 @@ TEST_CASE("mock device: SPARKRT_MOCK_PROPERTIES changes the reported SMs and sha
   for (const Bad& b : {Bad{"sm_count=10", {"unknown key 'sm_count'", "multiprocessor_count"}},
                        Bad{"multiprocessor_count=0", {"'multiprocessor_count=0'"}},
                        Bad{"multiprocessor_count", {"key=<positive integer>"}},
-                       Bad{"max_shared_memory_per_block_optin=4096", {"4096", "49152"}}}) {
+                       Bad{"max_shared_memory_per_block_optin=4096", {"4096", "49152"}},
+                       Bad{"multiprocessor_count=48,multiprocessor_count=64",
+                           {"key 'multiprocessor_count' is given twice"}}}) {
     CAPTURE(b.text);
     ::setenv("SPARKRT_MOCK_PROPERTIES", b.text, 1);
     auto bad = sparkrt::Device::open({.backend = "mock"});
@@ -296,6 +298,74 @@ TEST_CASE("mock launches: a wrong argument count fails as on a GPU and records n
   CHECK(mock.counters().launches == 0);
 }
 
+TEST_CASE("mock launches: a pointer argument into no live allocation is refused, naming it") {
+  use_test_kernels();
+  auto dev = open_mock();
+  auto mock = inspect(*dev);
+  auto rope = dev->kernel(kTwin, kRope);
+  REQUIRE(rope.ok());
+  auto freed = dev->alloc(1024);
+  auto q = dev->alloc(1024);
+  REQUIRE(freed.ok());
+  REQUIRE(q.ok());
+  REQUIRE_OK(dev->free(*freed));
+  auto launch = [&](DevicePtr a, DevicePtr b) {
+    return KernelLaunch(*dev, *rope)
+        .grid({1})
+        .block({128})
+        .arg(a)
+        .arg(b)
+        .arg(uint32_t{8})
+        .arg(uint32_t{64})
+        .arg(uint32_t{32})
+        .arg(uint32_t{0})
+        .arg(10000.0f)
+        .arg(uint32_t{1})
+        .launch();
+  };
+  // Allowed: inside a live allocation, one past its end (an end pointer, as
+  // of an empty range), and null (an absent optional argument).
+  REQUIRE_OK(launch(*q, *q + 1023));
+  REQUIRE_OK(launch(*q + 1024, *q));
+  REQUIRE_OK(launch(DevicePtr{}, *q + 512));
+
+  check_error(launch(*freed, *q), StatusCode::kInvalidArgument,
+              {"launch(twin_maybe_rope_f32, module twin_contract): pointer argument #0",
+               "use after free", hex(freed->addr), "alloc#1", "freed"});
+  check_error(launch(*q, *freed + 1024), StatusCode::kInvalidArgument,
+              {"pointer argument #1", "use after free", "alloc#1+1024"});
+  check_error(launch(*q, *q + 1040), StatusCode::kInvalidArgument,
+              {"pointer argument #1", hex(q->addr + 1040), "16 bytes past the end of alloc#2",
+               "1024 bytes"});
+  check_error(launch(DevicePtr{0x1000}, *q), StatusCode::kInvalidArgument,
+              {"pointer argument #0", "0x1000", "another device"});
+  auto other = open_mock();
+  auto foreign = other->alloc(256);
+  REQUIRE(foreign.ok());
+  check_error(launch(*q, *foreign), StatusCode::kInvalidArgument,
+              {"pointer argument #1", hex(foreign->addr), "another device"});
+
+  // A refused launch is an error, not a launch.
+  CHECK(mock.launch_count() == 3);
+  CHECK(mock.counters().launches == 3);
+  CHECK(mock.counters().errors == 5);
+  // Only pointers are checked: an integer is not an address, whatever its value.
+  auto kinds = dev->kernel(kKinds, "kinds_probe");
+  REQUIRE(kinds.ok());
+  REQUIRE_OK(KernelLaunch(*dev, *kinds)
+                 .grid({1})
+                 .block({1})
+                 .arg(*q)
+                 .arg(uint32_t{1})
+                 .arg(int32_t{2})
+                 .arg(freed->addr)
+                 .arg(int64_t{3})
+                 .arg(4.0f)
+                 .arg(5.0)
+                 .arg(Blob{})
+                 .launch());
+}
+
 TEST_CASE("mock launches: fail_launch fails exactly the nth launch from now with the chosen code") {
   use_test_kernels();
   auto dev = open_mock();
@@ -385,6 +455,16 @@ TEST_CASE("mock reset: clears records, counters and faults, keeps memory, stream
   REQUIRE(mock.launch_count() == 1);
   CHECK(mock.launch(0).sequence == 1);
   CHECK(mock.stream_counters(*s).launches == 1);
+}
+
+TEST_CASE("mock inspector: attach refuses a closed device, saying so") {
+  auto dev = open_mock();
+  REQUIRE_OK(dev->close());
+  // Another device opened since may even sit at the closed one's address.
+  auto other = open_mock();
+  auto mock = MockInspector::attach(*dev);
+  REQUIRE_FALSE(mock.ok());
+  check_error(mock.status(), StatusCode::kFailedPrecondition, {"mock device 0 is closed"});
 }
 
 TEST_CASE("mock inspector: attach refuses a device of another backend") {

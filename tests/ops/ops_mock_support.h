@@ -39,11 +39,24 @@ struct MockDevice {
   sparkrt::Stream stream = new_stream(*dev);
   std::mt19937_64 gen{fresh_seed()};
 
-  // Distinct fake device addresses: the mock records pointers, a launch
-  // never follows them.
+  // Distinct device addresses for arguments the mock records and never
+  // follows. They lie in one allocation, made at the first call, because a
+  // launch on the mock must point into live memory: increasing by a random
+  // number of 256-byte steps through its first half, so a workspace sliced
+  // from one of them stays inside too. Host memory only where touched.
+  static constexpr uint64_t kFakeArenaBytes = uint64_t{1} << 30;
   sparkrt::DevicePtr fake_ptr() {
-    return sparkrt::DevicePtr(0x6b0000000000 + (gen() & 0xffffffff) * 256);
+    if (fake_arena.is_null()) {
+      auto a = dev->alloc(kFakeArenaBytes);
+      REQUIRE_MESSAGE(a.ok(), a.status().ToString());
+      fake_arena = *a;
+    }
+    fake_next += 256 * (1 + gen() % 1024);
+    REQUIRE(fake_next < kFakeArenaBytes / 2);
+    return fake_arena + fake_next;
   }
+  sparkrt::DevicePtr fake_arena;
+  uint64_t fake_next = 0;
   uint32_t u32(uint32_t lo, uint32_t hi) {
     return std::uniform_int_distribution<uint32_t>(lo, hi)(gen);
   }

@@ -20,6 +20,14 @@ std::unique_ptr<Device> open_mock() {
   return *std::move(dev);
 }
 
+// Device memory for pointer arguments: the mock refuses a launch whose
+// pointers lie in no live allocation, as a GPU would fault on them.
+DevicePtr alloc(Device& dev, size_t bytes = 4096) {
+  auto p = dev.alloc(bytes);
+  REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+  return *p;
+}
+
 bool contains(const absl::Status& s, std::string_view text) {
   return std::string(s.message()).find(text) != std::string::npos;
 }
@@ -53,15 +61,16 @@ TEST_CASE("launch builder: packs arguments in the CUDA parameter layout") {
   auto dev = open_mock();
   auto k = dev->kernel("vector_ops", "empty_10_args");
   REQUIRE(k.ok());
+  const DevicePtr buf = alloc(*dev);
   KernelLaunch l(*dev, *k);
-  l.arg(DevicePtr(0x1111)).arg(DevicePtr(0x2222)).arg(DevicePtr(0x3333)).arg(DevicePtr(0x4444))
+  l.arg(buf + 0x111).arg(buf + 0x222).arg(buf + 0x333).arg(buf + 0x444)
       .arg(uint32_t{5}).arg(uint32_t{6}).arg(uint32_t{7}).arg(uint64_t{0x0807060504030201})
       .arg(1.5f).arg(-2.25f);
   REQUIRE(l.num_args() == 10);
   CHECK(l.params_size() == 64);
   uint64_t p3 = 0;
   std::memcpy(&p3, l.params() + 24, 8);
-  CHECK(p3 == 0x4444);
+  CHECK(p3 == buf.addr + 0x444);
   uint32_t c = 0;
   std::memcpy(&c, l.params() + 40, 4);
   CHECK(c == 7);
@@ -80,7 +89,7 @@ TEST_CASE("launch: the signature check names what is missing, extra or mis-sized
   auto dev = open_mock();
   auto add = dev->kernel("vector_ops", "vector_add_f32");
   REQUIRE(add.ok());
-  const DevicePtr a(0x100), b(0x200), out(0x300);
+  const DevicePtr a = alloc(*dev), b = alloc(*dev), out = alloc(*dev);
 
   auto missing = KernelLaunch(*dev, *add).grid({4}).block({256}).arg(a).arg(b).arg(out).launch();
   CHECK(missing.code() == absl::StatusCode::kInvalidArgument);
@@ -110,8 +119,9 @@ TEST_CASE("launch: struct arguments must match the declared alignment") {
   auto dev = open_mock();
   auto axpy = dev->kernel("vector_ops", "axpy_f32");
   REQUIRE(axpy.ok());
+  const DevicePtr x = alloc(*dev), y = alloc(*dev);
   CHECK(KernelLaunch(*dev, *axpy).grid({1}).block({32}).arg(Axpy{2.f, 0, 10})
-            .arg(DevicePtr(0x10)).arg(DevicePtr(0x20)).launch().ok());
+            .arg(x).arg(y).launch().ok());
   struct Packed {
     float v[4];
   };  // 16 bytes, 4-byte aligned: the pointers after it would shift
@@ -119,7 +129,7 @@ TEST_CASE("launch: struct arguments must match the declared alignment") {
     uint32_t x;
   };
   auto shifted = KernelLaunch(*dev, *axpy).grid({1}).block({32}).arg(Lead{1}).arg(Packed{})
-                     .arg(DevicePtr(0x20)).launch();
+                     .arg(y).launch();
   CHECK_FALSE(shifted.ok());
 }
 
@@ -128,16 +138,17 @@ TEST_CASE("launch: zero, oversized and unset dimensions and shared memory over t
   auto fill = dev->kernel("vector_ops", "fill_u32");
   REQUIRE(fill.ok());
   const auto& props = dev->properties();
+  const DevicePtr out = alloc(*dev);
   auto with = [&](Dim3 grid, Dim3 block, uint32_t smem) {
     return KernelLaunch(*dev, *fill).grid(grid).block(block).shared_mem(smem)
-        .arg(DevicePtr(0x10)).arg(uint32_t{7}).arg(uint32_t{64}).launch();
+        .arg(out).arg(uint32_t{7}).arg(uint32_t{64}).launch();
   };
   CHECK(with({1}, {64}, 0).ok());
   auto zero = with({0, 1, 1}, {64}, 0);
   CHECK(zero.code() == absl::StatusCode::kInvalidArgument);
   CHECK_MESSAGE(contains(zero, "grid (0, 1, 1) has a zero dimension"), zero.message());
   CHECK(contains(with({1}, {0, 1, 1}, 0), "block (0, 1, 1) has a zero dimension"));
-  auto unset = KernelLaunch(*dev, *fill).block({64}).arg(DevicePtr(0x10)).arg(uint32_t{7})
+  auto unset = KernelLaunch(*dev, *fill).block({64}).arg(out).arg(uint32_t{7})
                    .arg(uint32_t{64}).launch();
   CHECK_MESSAGE(contains(unset, "was .grid() called?"), unset.message());
   auto huge_grid = with({1, props.max_grid_dim.y + 1, 1}, {64}, 0);

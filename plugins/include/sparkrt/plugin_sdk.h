@@ -71,6 +71,9 @@ class Device {
     for (void* p : host_allocations_) ::operator delete(p, std::align_val_t{64});
   }
 
+  // Called by device_close before the destructor, which runs either way; an
+  // error (e.g. a trace that could not be written) is device_close's result.
+  virtual absl::Status close() { return absl::OkStatus(); }
   virtual absl::Status properties(SparkrtDeviceProperties& out) = 0;
   virtual absl::StatusOr<std::unique_ptr<Module>> load_module(
       std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) = 0;
@@ -212,8 +215,8 @@ struct Adapter {
   }
   static SparkrtError* device_close(SparkrtDeviceCloseArgs* a) {
     return guard("device_close", a, SPARKRT_DEVICE_CLOSE_ARGS_SIZE, [&] {
-      delete dev(a->device);
-      return absl::OkStatus();
+      std::unique_ptr<Device> d(dev(a->device));
+      return d != nullptr ? d->close() : absl::OkStatus();
     });
   }
   static SparkrtError* device_get_properties(SparkrtDeviceGetPropertiesArgs* a) {

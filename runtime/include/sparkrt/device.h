@@ -88,6 +88,8 @@ class Device {
   // Orderly shutdown: unloads modules and closes the device in the plugin.
   // Reports the first failure; the device is unusable afterwards either way.
   absl::Status close();
+  // Whether close() has run; every call then fails with FailedPrecondition.
+  bool is_closed() const;
 
   const std::string& backend_name() const;
   const std::string& plugin_path() const;

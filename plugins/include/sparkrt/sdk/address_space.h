@@ -69,6 +69,22 @@ class AddressSpace {
   // The allocation (live or tombstone) whose [base, base + size) holds ptr.
   const Allocation* find(uint64_t ptr) const;
 
+  // Whether a kernel may be given `ptr` as an argument: null, an address
+  // inside a live allocation, or the address one past its end (CUDA code
+  // passes end pointers legitimately, e.g. of an empty range; a GPU faults
+  // only on a dereference, and any other pointer has nothing behind it).
+  // Cheap, for every launch: the last allocation matched is remembered, and
+  // a pointer into it is answered inline.
+  bool valid_pointer_argument(uint64_t ptr) const {
+    // Unsigned: a ptr below the base (null included) wraps to a large offset.
+    if (const Allocation* a = last_argument_; a != nullptr && ptr - a->base <= a->size)
+      return a->live;
+    return ptr == 0 || find_pointer_argument(ptr);
+  }
+  // Why valid_pointer_argument(ptr) is false, naming the address and the
+  // allocation it came from (freed, or nearest below) when there is one.
+  std::string pointer_argument_error(uint64_t ptr) const;
+
   // "alloc#3+16", "alloc#3+16(freed)", "null", or "0x..." when ptr lies in
   // no known allocation. Deterministic for a deterministic program.
   std::string describe(uint64_t ptr) const;
@@ -83,6 +99,8 @@ class AddressSpace {
     bool past_end;
   };
   Miss not_inside(uint64_t ptr) const;
+  // valid_pointer_argument's lookup when the remembered allocation misses.
+  bool find_pointer_argument(uint64_t ptr) const;
 
   uint64_t first_;
   uint64_t next_;
@@ -91,6 +109,8 @@ class AddressSpace {
   uint64_t live_bytes_ = 0;
   uint64_t live_count_ = 0;
   std::map<uint64_t, Allocation> by_base_;  // live allocations and tombstones
+  // valid_pointer_argument's last match; reset whenever an entry is erased.
+  mutable const Allocation* last_argument_ = nullptr;
   std::deque<uint64_t> tombstones_;         // bases of freed ones, oldest first
 };
 

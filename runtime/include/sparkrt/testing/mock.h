@@ -201,8 +201,15 @@ inline std::ostream& operator<<(std::ostream& os, const MockLookup& l) {
 
 class MockInspector {
  public:
-  // FailedPrecondition when `device` is not a mock device.
+  // FailedPrecondition when `device` is closed or not a mock device.
   static absl::StatusOr<MockInspector> attach(Device& device) {
+    // Before anything reaches the plugin: a closed device's handle is gone,
+    // and may even belong to a device opened since.
+    if (device.is_closed()) {
+      return absl::FailedPreconditionError("MockInspector::attach: the " + device.backend_name() +
+                                           " device " + std::to_string(device.index()) +
+                                           " is closed; attach to an open device");
+    }
     const auto* ext = device.extension_as<SparkrtMockExtension>(SPARKRT_MOCK_EXTENSION_NAME);
     if (ext == nullptr) {
       return absl::FailedPreconditionError(
