@@ -1,7 +1,8 @@
-// Devices opened and closed on some threads while others launch: the mock
-// and cpu plugins are loaded and unloaded under the launchers' feet, devices
-// of one plugin overlap in time, and neither the long-lived device nor any
-// short-lived one sees another's work.
+// Devices opened and closed on some threads while others launch on a
+// long-lived mock device: mock devices come and go beside it, the cpu plugin
+// is loaded and unloaded as its devices do, devices of one plugin overlap in
+// time, and neither the long-lived device nor any short-lived one sees
+// another's work.
 #include <latch>
 #include <thread>
 
