@@ -34,7 +34,7 @@ absl::Status JsonLog::close() {
 
 void JsonLog::write_failed(int err) {
   status_ = absl::DataLossError(absl::StrFormat(
-      "mock log: writing '%s' failed at line %d: %s; the trace is incomplete from there (free "
+      "mock log: writing '%s' failed at seq %d: %s; the trace is incomplete from there (free "
       "space, or choose another path)",
       path_, seq_, std::strerror(err)));
 }

@@ -36,7 +36,7 @@ class JsonLog {
   absl::Status close();
   bool is_open() const { return file_ != nullptr; }
   // OK, or the first failed write since open (DataLoss naming the file, the
-  // line and the errno text).
+  // seq of the lost line and the errno text).
   const absl::Status& status() const { return status_; }
 
   // Line building: begin(op), fields, end().
