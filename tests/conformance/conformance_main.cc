@@ -1,8 +1,9 @@
 // The conformance tests' main (ctest: conformance.<backend>): runs the
 // shipped `sparkrt conformance`, which sits next to this binary, with these
-// arguments, so that CTest runs exactly what a plugin author runs.
+// arguments in a hermetic environment (test_environment.h), so that CTest
+// runs exactly what a plugin author runs.
 //
-//   sparkrt_conformance --backend=mock [conformance options]
+//   sparkrt_conformance --backend=mock [--set-env=NAME=VALUE]... [conformance options]
 //
 // Exit codes are the command's: 77 (CTest's SKIP_RETURN_CODE) when the
 // backend's plugin loads but has no usable device here.
@@ -14,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "test_environment.h"
+
 int main(int argc, char** argv) {
+  if (!sparkrt::testing::make_environment_hermetic(argc, argv)) return 2;
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {

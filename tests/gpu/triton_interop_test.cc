@@ -6,8 +6,8 @@
 // and writes each module's PTX, a manifest (geometry and arguments), the
 // inputs and Triton's outputs. By hand:
 //
-//   build/bin/sparkrt_triton_interop_test            # runs the export itself
-//   SPARKRT_TRITON_EXPORT=<dir> build/bin/sparkrt_triton_interop_test
+//   build/bin/sparkrt_triton_interop_test                        # runs the export
+//   build/bin/sparkrt_triton_interop_test --triton-export=<dir>   # an earlier one
 //
 // Exit code 77 (CTest: skipped) without a CUDA device or without Triton.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "sparkrt/sparkrt.h"
+#include "test_environment.h"
 
 namespace fs = std::filesystem;
 using sparkrt::Device;
@@ -177,10 +178,20 @@ TEST_CASE("Triton's bf16 matmul (tl.dot, shared memory) matches Triton bit for b
 }
 
 int main(int argc, char** argv) {
+  if (!sparkrt::testing::make_environment_hermetic(argc, argv)) return 2;
+  constexpr char kExportOption[] = "--triton-export=";
   bool listing = false;
-  for (int i = 1; i < argc; ++i)
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], kExportOption, sizeof kExportOption - 1) == 0) {
+      g_export = argv[i] + sizeof kExportOption - 1;
+      continue;
+    }
     if (std::strstr(argv[i], "-list") != nullptr || std::strstr(argv[i], "-ltc") != nullptr)
       listing = true;
+    argv[kept++] = argv[i];
+  }
+  argc = kept;
   if (!listing) {
     auto dev = Device::open({.backend = "cuda"});
     if (!dev.ok()) {
@@ -193,9 +204,7 @@ int main(int argc, char** argv) {
                    std::string(dev.status().ToString()).c_str());
       return 1;
     }
-    if (const char* dir = std::getenv("SPARKRT_TRITON_EXPORT"); dir != nullptr && *dir != '\0') {
-      g_export = dir;
-    } else {
+    if (g_export.empty()) {
       if (std::system("python3 -c 'import torch, triton' >/dev/null 2>&1") != 0) {
         std::printf("SKIPPED: python3 with torch and triton is not installed here\n");
         return 77;
