@@ -20,6 +20,7 @@
 namespace threadtest {
 
 using sparkrt::testing::fresh_seed;
+using sparkrt::testing::random_bytes;
 
 // tests/data/kernels: the twin_contract module. Set before any thread starts
 // (the runtime reads the variable at each module search).
@@ -61,14 +62,6 @@ class Failures {
   std::vector<std::string> messages_;
   uint64_t count_ = 0;
 };
-
-// n random bytes, none zero (so a copy that moves nothing is caught).
-inline std::vector<uint8_t> random_bytes(std::mt19937_64& gen, size_t n) {
-  std::uniform_int_distribution<int> d(1, 255);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(d(gen));
-  return v;
-}
 
 }  // namespace threadtest
 

@@ -24,6 +24,7 @@ using sparkrt::testing::MockInspector;
 using sparkrt::testing::MockLaunch;
 using sparkrt::testing::contains;
 using sparkrt::testing::fresh_seed;
+using sparkrt::testing::random_bytes;
 
 inline constexpr char kTwin[] = "twin_contract";
 inline constexpr char kRope[] = "twin_maybe_rope_f32";
@@ -63,14 +64,6 @@ inline std::string hex(uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-// n random bytes, none zero (so a copy that moves nothing is caught).
-inline std::vector<uint8_t> random_bytes(std::mt19937_64& gen, size_t n) {
-  std::uniform_int_distribution<int> d(1, 255);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(d(gen));
-  return v;
 }
 
 }  // namespace mocktest

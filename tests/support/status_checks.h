@@ -1,4 +1,4 @@
-// Status assertions and seeds shared by the test suites.
+// Status assertions, seeds and random inputs shared by the test suites.
 #ifndef SPARKRT_TESTS_SUPPORT_STATUS_CHECKS_H_
 #define SPARKRT_TESTS_SUPPORT_STATUS_CHECKS_H_
 
@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -32,6 +33,14 @@ inline bool contains(const absl::Status& s, std::string_view text) {
 // A fresh seed per run; tests report it with INFO so a failure can be replayed.
 inline uint64_t fresh_seed() {
   return (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+}
+
+// n random bytes, none zero (so a copy that moves nothing is caught).
+inline std::vector<uint8_t> random_bytes(std::mt19937_64& gen, size_t n) {
+  std::uniform_int_distribution<int> d(1, 255);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(d(gen));
+  return v;
 }
 
 }  // namespace sparkrt::testing
