@@ -5,11 +5,11 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "refusing_device.h"
 #include "sparkrt/plugin_sdk.h"
 
 namespace {
@@ -56,8 +56,6 @@ class Call {
   std::string name_;
 };
 
-absl::Status unsupported() { return absl::UnimplementedError("the slow test backend only loads modules"); }
-
 class SlowKernel final : public sparkrt::sdk::Kernel {};
 
 class SlowModule final : public sparkrt::sdk::Module {
@@ -78,15 +76,9 @@ class SlowModule final : public sparkrt::sdk::Module {
   std::map<std::string, SlowKernel> kernels_;
 };
 
-class SlowDevice final : public sparkrt::sdk::Device {
+class SlowDevice final : public sparkrt::testing::RefusingDevice {
  public:
-  absl::Status properties(SparkrtDeviceProperties& out) override {
-    std::strncpy(out.name, "slow test device", sizeof(out.name) - 1);
-    out.max_threads_per_block = 1024;
-    for (int i = 0; i < 3; ++i) out.max_block_dim[i] = out.max_grid_dim[i] = 1024;
-    out.image_formats = 1u << SPARKRT_IMAGE_PTX;
-    return absl::OkStatus();
-  }
+  SlowDevice() : RefusingDevice("slow test device", "the slow test backend only loads modules") {}
   absl::StatusOr<std::unique_ptr<sparkrt::sdk::Module>> load_module(
       std::string_view name, SparkrtImageFormat, std::span<const std::byte>) override {
     Call call(&Control::loads, name);
@@ -97,22 +89,6 @@ class SlowDevice final : public sparkrt::sdk::Device {
     }
     return std::make_unique<SlowModule>();
   }
-  absl::StatusOr<SparkrtDevicePtr> alloc(uint64_t) override { return unsupported(); }
-  absl::Status free(SparkrtDevicePtr) override { return unsupported(); }
-  absl::Status memset(SparkrtDevicePtr, uint8_t, uint64_t, SparkrtStream, bool) override {
-    return unsupported();
-  }
-  absl::Status memcpy(const SparkrtMemcpyArgs&) override { return unsupported(); }
-  absl::StatusOr<SparkrtStream> create_stream() override { return unsupported(); }
-  absl::Status destroy_stream(SparkrtStream) override { return unsupported(); }
-  absl::Status synchronize(SparkrtStream) override { return unsupported(); }
-  absl::StatusOr<SparkrtEvent> create_event() override { return unsupported(); }
-  absl::Status destroy_event(SparkrtEvent) override { return unsupported(); }
-  absl::Status record_event(SparkrtEvent, SparkrtStream) override { return unsupported(); }
-  absl::Status synchronize_event(SparkrtEvent) override { return unsupported(); }
-  absl::Status wait_event(SparkrtStream, SparkrtEvent) override { return unsupported(); }
-  absl::StatusOr<float> elapsed_ms(SparkrtEvent, SparkrtEvent) override { return unsupported(); }
-  absl::Status launch(const sparkrt::sdk::Launch&) override { return unsupported(); }
 };
 
 int count_of(const std::map<std::string, int>& counts, const char* name) {
