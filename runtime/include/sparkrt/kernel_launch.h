@@ -8,15 +8,20 @@
 //
 // Arguments are copied into an inline buffer in the CUDA parameter layout
 // (each at its natural alignment), so the builder never allocates. launch()
-// checks the arguments against the kernel's PTX signature and the launch
-// dimensions against the device's limits, on every backend, then makes one
-// call through the plugin.
+// checks the arguments against the kernel's PTX signature (count, sizes,
+// offsets and kinds) and the launch dimensions against the device's limits
+// and the entry's .reqntid/.maxntid, on every backend, then makes one call
+// through the plugin.
 //
 // arg() maps C++ types exactly: DevicePtr -> pointer, uint32_t -> .u32,
 // int32_t -> .s32, uint64_t -> .u64, int64_t -> .s64, float -> .f32,
 // double -> .f64, any other trivially copyable struct -> its bytes. bool,
 // 8/16-bit integers and enums are refused at compile time; convert them to the
-// type the kernel declares.
+// type the kernel declares. The kind must fit the declared type: .f32/.f64
+// take only float/double, .u*/.s* integers of their width in either
+// signedness (64-bit ones also DevicePtr), .b* anything of their width, an
+// array (.b8 name[N], a CUDA struct) only a struct; a 1- or 2-byte parameter
+// takes a struct of that size.
 #ifndef SPARKRT_KERNEL_LAUNCH_H_
 #define SPARKRT_KERNEL_LAUNCH_H_
 
