@@ -37,7 +37,7 @@ constexpr std::string_view kUsage =
     "  SPARKRT_DEVICE       device index (default 0)\n"
     "  SPARKRT_PLUGIN_PATH  extra plugin folders, ':'-separated, searched first\n"
     "  SPARKRT_KERNEL_PATH  extra kernel module folders, ':'-separated, searched first\n"
-    "  SPARKRT_LOG=debug    print each plugin load decision\n";
+    "  SPARKRT_LOG          error (default), warn, info or debug (each load decision)\n";
 
 int usage_error(std::string_view message) {
   std::cerr << "sparkrt: " << message << "\n\n" << kUsage;
