@@ -22,15 +22,11 @@
 #include "demo_layer.h"
 #include "reference/numeric.h"
 #include "sparkrt/device.h"
+#include "sparkrt/status_macros.h"
 #include "sparkrt/testing/mock.h"
 
 namespace sparkrt::cli {
 namespace {
-
-#define SPARKRT_CLI_RETURN_IF_ERROR_DEMO(expr)       \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
 
 constexpr uint64_t kSeed = 20261130;  // fixed: the demo prints the same inputs every run
 constexpr int kTimedIterations = 5;
@@ -283,7 +279,7 @@ absl::Status run_demo(std::ostream& out) {
   if (backend == "mock") {
     auto r = run_decode_step(dev, in, 0);
     if (!r.ok()) return r.status();
-    SPARKRT_CLI_RETURN_IF_ERROR_DEMO(show_mock_launches(dev, in, *r, out));
+    SPARKRT_RETURN_IF_ERROR(show_mock_launches(dev, in, *r, out));
     return dev.close();
   }
 
@@ -309,7 +305,7 @@ absl::Status run_demo(std::ostream& out) {
     auto cr = run_decode_step(**cpu, in, 0);
     if (!cr.ok()) return cr.status();
     checks = check_against_cpu(in, *r, *cr);
-    SPARKRT_CLI_RETURN_IF_ERROR_DEMO((*cpu)->close());
+    SPARKRT_RETURN_IF_ERROR((*cpu)->close());
   }
   bool ok = true;
   for (const Comparison& c : checks) {

@@ -8,14 +8,10 @@
 #include "absl/strings/str_format.h"
 #include "reference/numeric.h"
 #include "sparkrt/kernel_launch.h"
+#include "sparkrt/status_macros.h"
 
 namespace sparkrt::cli {
 namespace {
-
-#define SPARKRT_DEMO_RETURN_IF_ERROR(expr)             \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
 
 using reference::bf16_to_f32;
 using reference::f32_to_bf16;
@@ -39,7 +35,7 @@ class Allocations {
   absl::StatusOr<DevicePtr> upload(const std::vector<T>& host) {
     auto p = alloc(host.size() * sizeof(T));
     if (!p.ok()) return p;
-    if (!host.empty()) SPARKRT_DEMO_RETURN_IF_ERROR(dev_.copy_h2d(host, *p));
+    if (!host.empty()) SPARKRT_RETURN_IF_ERROR(dev_.copy_h2d(host, *p));
     return p;
   }
 
@@ -47,11 +43,6 @@ class Allocations {
   Device& dev_;
   std::vector<DevicePtr> ptrs_;
 };
-
-#define SPARKRT_DEMO_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                        \
-  if (!lhs##_or.ok()) return lhs##_or.status();  \
-  const DevicePtr lhs = *lhs##_or
 
 std::vector<uint16_t> random_bf16(std::mt19937_64& gen, uint64_t n, float lo, float hi) {
   std::uniform_real_distribution<float> mag(lo, hi);
@@ -146,28 +137,28 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
   const uint64_t pool_elems = uint64_t{in.num_blocks} * sh.block_size * row;
   const uint64_t out_elems = uint64_t{seqs} * sh.q_row();
   const uint64_t ws_bytes = ops::paged_decode_workspace_bytes(seqs, sh.num_q_heads, sh.head_dim);
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_tables, mem.upload(in.block_tables));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_k_in, mem.upload(in.k_in));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_value, mem.upload(in.value));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_weight, mem.upload(in.k_norm_weight));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_positions, mem.upload(positions));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_k_new, mem.upload(k_new));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_v_new, mem.upload(v_new));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_pos_new, mem.upload(pos_new));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_seq_lens, mem.upload(seq_lens));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_q, mem.upload(in.q));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_ctx_slots, mem.alloc(tokens * sizeof(int64_t)));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_new_slots, mem.alloc(seqs * sizeof(int64_t)));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_k_cache, mem.alloc(pool_elems * 2));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_v_cache, mem.alloc(pool_elems * 2));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_out, mem.alloc(out_elems * 2));
-  SPARKRT_DEMO_ASSIGN_OR_RETURN(d_workspace, mem.alloc(ws_bytes));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_tables, mem.upload(in.block_tables));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_k_in, mem.upload(in.k_in));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_value, mem.upload(in.value));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_weight, mem.upload(in.k_norm_weight));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_positions, mem.upload(positions));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_k_new, mem.upload(k_new));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_v_new, mem.upload(v_new));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_pos_new, mem.upload(pos_new));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_seq_lens, mem.upload(seq_lens));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_q, mem.upload(in.q));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_ctx_slots, mem.alloc(tokens * sizeof(int64_t)));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_new_slots, mem.alloc(seqs * sizeof(int64_t)));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_k_cache, mem.alloc(pool_elems * 2));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_v_cache, mem.alloc(pool_elems * 2));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_out, mem.alloc(out_elems * 2));
+  SPARKRT_ASSIGN_OR_RETURN(const DevicePtr d_workspace, mem.alloc(ws_bytes));
   // Poison (bf16 NaN) what the step writes, so anything left unwritten shows.
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_k_cache, 0xff, pool_elems * 2));
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_v_cache, 0xff, pool_elems * 2));
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_out, 0xff, out_elems * 2));
+  SPARKRT_RETURN_IF_ERROR(dev.memset(d_k_cache, 0xff, pool_elems * 2));
+  SPARKRT_RETURN_IF_ERROR(dev.memset(d_v_cache, 0xff, pool_elems * 2));
+  SPARKRT_RETURN_IF_ERROR(dev.memset(d_out, 0xff, out_elems * 2));
   // The split-KV counters must start at zero (the op leaves them so).
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.memset(d_workspace, 0, ws_bytes));
+  SPARKRT_RETURN_IF_ERROR(dev.memset(d_workspace, 0, ws_bytes));
 
   const auto table_row = [&](uint32_t s) { return d_tables + uint64_t{s} * mbps * 4; };
 
@@ -176,12 +167,12 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
     const uint32_t n = sh.context[s] - 1;
     const uint64_t first = in.token_row(s, 0);
     const DevicePtr slots = d_ctx_slots + first * 8;
-    SPARKRT_DEMO_RETURN_IF_ERROR(ops::fill_slots_from_block_table(
+    SPARKRT_RETURN_IF_ERROR(ops::fill_slots_from_block_table(
         dev, *kernels,
         {.slots = slots, .block_table = table_row(s), .start_pos = 0, .count = n,
          .block_size = sh.block_size},
         stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(ops::fused_k_norm_rope_cache_write_bf16(
+    SPARKRT_RETURN_IF_ERROR(ops::fused_k_norm_rope_cache_write_bf16(
         dev, *kernels,
         {.k_in = d_k_in + first * row * 2, .k_norm_weight = d_weight,
          .positions = d_positions + first * 4, .k_cache = d_k_cache, .slot_mapping = slots,
@@ -189,7 +180,7 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
          .rotary_dim = sh.rotary_dim, .block_size = sh.block_size, .rms_eps = sh.rms_eps,
          .theta = sh.theta},
         stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(ops::reshape_and_cache_flash_v_only(
+    SPARKRT_RETURN_IF_ERROR(ops::reshape_and_cache_flash_v_only(
         dev, *kernels,
         {.value = d_value + first * row * 2, .v_cache = d_v_cache, .slot_mapping = slots,
          .num_tokens = n, .num_kv_heads = sh.num_kv_heads, .head_dim = sh.head_dim,
@@ -237,33 +228,33 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
   } event_guard{dev, events};
   std::vector<double> us[kOps];
   for (int it = 0; it <= timed_iterations; ++it) {
-    SPARKRT_DEMO_RETURN_IF_ERROR(dev.record_event(events[0], stream));
+    SPARKRT_RETURN_IF_ERROR(dev.record_event(events[0], stream));
     for (uint32_t s = 0; s < seqs; ++s) {
-      SPARKRT_DEMO_RETURN_IF_ERROR(ops::fill_slots_from_block_table(
+      SPARKRT_RETURN_IF_ERROR(ops::fill_slots_from_block_table(
           dev, *kernels,
           {.slots = d_new_slots + uint64_t{s} * 8, .block_table = table_row(s),
            .start_pos = sh.context[s] - 1, .count = 1, .block_size = sh.block_size},
           stream));
     }
-    SPARKRT_DEMO_RETURN_IF_ERROR(dev.record_event(events[1], stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(ops::fused_k_norm_rope_cache_write_bf16(
+    SPARKRT_RETURN_IF_ERROR(dev.record_event(events[1], stream));
+    SPARKRT_RETURN_IF_ERROR(ops::fused_k_norm_rope_cache_write_bf16(
         dev, *kernels,
         {.k_in = d_k_new, .k_norm_weight = d_weight, .positions = d_pos_new,
          .k_cache = d_k_cache, .slot_mapping = d_new_slots, .num_tokens = seqs,
          .num_kv_heads = sh.num_kv_heads, .head_dim = sh.head_dim, .rotary_dim = sh.rotary_dim,
          .block_size = sh.block_size, .rms_eps = sh.rms_eps, .theta = sh.theta},
         stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(dev.record_event(events[2], stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(ops::reshape_and_cache_flash_v_only(
+    SPARKRT_RETURN_IF_ERROR(dev.record_event(events[2], stream));
+    SPARKRT_RETURN_IF_ERROR(ops::reshape_and_cache_flash_v_only(
         dev, *kernels,
         {.value = d_v_new, .v_cache = d_v_cache, .slot_mapping = d_new_slots,
          .num_tokens = seqs, .num_kv_heads = sh.num_kv_heads, .head_dim = sh.head_dim,
          .block_size = sh.block_size, .value_stride = row},
         stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(dev.record_event(events[3], stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(ops::paged_decode_attn_bf16(dev, *kernels, attn, stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(dev.record_event(events[4], stream));
-    SPARKRT_DEMO_RETURN_IF_ERROR(dev.synchronize(stream));
+    SPARKRT_RETURN_IF_ERROR(dev.record_event(events[3], stream));
+    SPARKRT_RETURN_IF_ERROR(ops::paged_decode_attn_bf16(dev, *kernels, attn, stream));
+    SPARKRT_RETURN_IF_ERROR(dev.record_event(events[4], stream));
+    SPARKRT_RETURN_IF_ERROR(dev.synchronize(stream));
     if (it == 0) continue;  // warm-up: module loads, first-touch, caches
     for (int op = 0; op < kOps; ++op) {
       auto ms = dev.elapsed_ms(events[op], events[op + 1]);
@@ -304,10 +295,10 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
   result.k_cache.resize(pool_elems);
   result.v_cache.resize(pool_elems);
   result.new_slots.resize(seqs);
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.copy_d2h(d_out, result.out));
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.copy_d2h(d_k_cache, result.k_cache));
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.copy_d2h(d_v_cache, result.v_cache));
-  SPARKRT_DEMO_RETURN_IF_ERROR(dev.copy_d2h(d_new_slots, result.new_slots));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(d_out, result.out));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(d_k_cache, result.k_cache));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(d_v_cache, result.v_cache));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(d_new_slots, result.new_slots));
   return result;
 }
 

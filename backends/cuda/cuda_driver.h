@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "driver_api.h"
+#include "sparkrt/status_macros.h"  // SPARKRT_RETURN_IF_ERROR, with SPARKRT_CU above
 
 namespace sparkrt::cuda {
 
@@ -47,12 +48,5 @@ inline absl::Status check(CUresult result, std::string_view call, std::string_vi
 // Calls driver().fn(args...) and returns its status: cu(MemAlloc, &p, n).
 #define SPARKRT_CU(fn, ...) \
   ::sparkrt::cuda::check(::sparkrt::cuda::driver().fn(__VA_ARGS__), "cu" #fn)
-
-// Returns from the enclosing function when `expr` (an absl::Status) fails.
-#define SPARKRT_RETURN_IF_ERROR(expr)                        \
-  do {                                                       \
-    if (::absl::Status _st = (expr); !_st.ok()) [[unlikely]] \
-      return _st;                                            \
-  } while (0)
 
 #endif  // SPARKRT_BACKENDS_CUDA_CUDA_DRIVER_H_

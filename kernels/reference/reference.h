@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "sparkrt/plugin_sdk.h"
+#include "sparkrt/status_macros.h"
 
 namespace sparkrt::reference {
 
@@ -111,16 +112,5 @@ struct Registrar {
       &sparkrt_ref_reg_##module##_##entry);                                                    \
   static absl::Status sparkrt_ref_##module##_##entry(                                          \
       [[maybe_unused]] const ::sparkrt::reference::Launch& launch)
-
-// Evaluates a StatusOr expression; returns its status on error, else binds
-// the value to `lhs`.
-#define SPARKRT_ASSIGN_OR_RETURN(lhs, expr) \
-  SPARKRT_ASSIGN_OR_RETURN_IMPL(SPARKRT_CONCAT(sparkrt_statusor_, __LINE__), lhs, expr)
-#define SPARKRT_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                  \
-  if (!tmp.ok()) return tmp.status();                 \
-  lhs = *std::move(tmp)
-#define SPARKRT_CONCAT(a, b) SPARKRT_CONCAT_IMPL(a, b)
-#define SPARKRT_CONCAT_IMPL(a, b) a##b
 
 #endif  // SPARKRT_KERNELS_REFERENCE_REFERENCE_H_

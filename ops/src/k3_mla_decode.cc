@@ -37,14 +37,14 @@ absl::Status check_not_full(std::string_view op, const MlaDeviceKv& kv) {
 
 // The inputs of one token against the configuration.
 absl::Status check_inputs(std::string_view op, const MlaConfig& cfg, const MlaTokenInputs& in) {
-  SPARKRT_OPS_RETURN_IF_ERROR(cfg.validate());
+  SPARKRT_RETURN_IF_ERROR(cfg.validate());
   const char* qk_shape = "heads * qk_head_dim";
   const char* v_shape = "heads * v_head_dim";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "q", in.q.size(), cfg.qk_row(), qk_shape));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "k", in.k.size(), cfg.qk_row(), qk_shape));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "v", in.v.size(), cfg.v_row(), v_shape));
+  SPARKRT_RETURN_IF_ERROR(check_length(op, "q", in.q.size(), cfg.qk_row(), qk_shape));
+  SPARKRT_RETURN_IF_ERROR(check_length(op, "k", in.k.size(), cfg.qk_row(), qk_shape));
+  SPARKRT_RETURN_IF_ERROR(check_length(op, "v", in.v.size(), cfg.v_row(), v_shape));
   if (cfg.mla_use_output_gate || !in.g.empty())
-    SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "g", in.g.size(), cfg.v_row(), v_shape));
+    SPARKRT_RETURN_IF_ERROR(check_length(op, "g", in.g.size(), cfg.v_row(), v_shape));
   return absl::OkStatus();
 }
 
@@ -104,16 +104,11 @@ absl::Status upload(Device& dev, std::span<const float> host, DevicePtr dst, Str
 
 // Waits for the stream, then downloads `n` floats (one blocking copy).
 absl::StatusOr<std::vector<float>> download(Device& dev, DevicePtr src, size_t n, Stream stream) {
-  SPARKRT_OPS_RETURN_IF_ERROR(dev.synchronize(stream));
+  SPARKRT_RETURN_IF_ERROR(dev.synchronize(stream));
   std::vector<float> host(n);
-  SPARKRT_OPS_RETURN_IF_ERROR(dev.copy_d2h(src, host.data(), n * sizeof(float)));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(src, host.data(), n * sizeof(float)));
   return host;
 }
-
-#define SPARKRT_OPS_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *std::move(lhs##_or)
 
 }  // namespace
 
@@ -130,9 +125,9 @@ MlaConfig MlaConfig::test_twin() {
 
 absl::Status MlaConfig::validate() const {
   constexpr std::string_view op = "MlaConfig";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "heads", heads));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "qk_head_dim", qk_head_dim()));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "v_head_dim", v_head_dim));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "heads", heads));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "qk_head_dim", qk_head_dim()));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "v_head_dim", v_head_dim));
   if (!mla_use_nope && qk_rope_head_dim % 2 != 0) {
     return invalid(op, absl::StrFormat("qk_rope_head_dim %d must be even (rotate-half RoPE "
                                        "pairs dim i with i + %d/2), or turn mla_use_nope on",
@@ -149,7 +144,7 @@ absl::StatusOr<K3MlaDecodeKernels> K3MlaDecodeKernels::resolve(Device& dev) {
       {kMlaDecodeModule, kK3MlaRopeEntry, &k.rope},
       {kMlaDecodeModule, kK3MlaSdpaEntry, &k.sdpa},
   };
-  SPARKRT_OPS_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
   return k;
 }
 
@@ -175,7 +170,7 @@ absl::Status k3_mla_maybe_rope(Device& dev, const K3MlaDecodeKernels& k, const K
 absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
                               Stream stream) {
   if (a.heads == 0 || a.dv == 0) return absl::OkStatus();
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(kK3MlaSdpaEntry, "dq", a.dq));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(kK3MlaSdpaEntry, "dq", a.dq));
   if (a.use_gate && a.g.is_null())
     return invalid(kK3MlaSdpaEntry, "the output gate is on but g is null");
   return KernelLaunch(dev, k.sdpa)
@@ -198,8 +193,8 @@ absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k, const K3
 
 absl::Status MlaHostKv::append(std::span<const float> k, std::span<const float> v) {
   constexpr std::string_view op = "MlaHostKv::append";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "k", k.size(), k_row_, "one K row"));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "v", v.size(), v_row_, "one V row"));
+  SPARKRT_RETURN_IF_ERROR(check_length(op, "k", k.size(), k_row_, "one K row"));
+  SPARKRT_RETURN_IF_ERROR(check_length(op, "v", v.size(), v_row_, "one V row"));
   k_.insert(k_.end(), k.begin(), k.end());
   v_.insert(v_.end(), v.begin(), v.end());
   ++seq_len_;
@@ -211,20 +206,20 @@ absl::Status MlaHostKv::append(std::span<const float> k, std::span<const float> 
 absl::StatusOr<MlaDeviceKv> MlaDeviceKv::alloc(Device& dev, size_t capacity, size_t k_row,
                                                size_t v_row) {
   constexpr std::string_view op = "MlaDeviceKv::alloc";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "capacity", capacity));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "k_row", k_row));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "v_row", v_row));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "capacity", capacity));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "k_row", k_row));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "v_row", v_row));
   MlaDeviceKv kv;
   kv.dev_ = &dev;
   kv.capacity_ = capacity;
   kv.k_row_ = k_row;
   kv.v_row_ = v_row;
   // A failure below frees what was allocated: kv's destructor runs.
-  SPARKRT_OPS_ASSIGN_OR_RETURN(k, dev.alloc(capacity * k_row * sizeof(float)));
+  SPARKRT_ASSIGN_OR_RETURN(auto k, dev.alloc(capacity * k_row * sizeof(float)));
   kv.k_ = k;
-  SPARKRT_OPS_ASSIGN_OR_RETURN(v, dev.alloc(capacity * v_row * sizeof(float)));
+  SPARKRT_ASSIGN_OR_RETURN(auto v, dev.alloc(capacity * v_row * sizeof(float)));
   kv.v_ = v;
-  SPARKRT_OPS_ASSIGN_OR_RETURN(scratch,
+  SPARKRT_ASSIGN_OR_RETURN(auto scratch,
                                dev.alloc(2 * aligned_floats(k_row) + 2 * aligned_floats(v_row)));
   kv.scratch_ = scratch;
   return kv;
@@ -264,11 +259,11 @@ DevicePtr MlaDeviceKv::scratch_out() const {
 
 absl::Status MlaDeviceKv::append(DevicePtr k_src, std::span<const float> v, Stream stream) {
   constexpr std::string_view op = "MlaDeviceKv::append";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_not_full(op, *this));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_length(op, "v", v.size(), v_row_, "one V row"));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(check_not_full(op, *this));
+  SPARKRT_RETURN_IF_ERROR(check_length(op, "v", v.size(), v_row_, "one V row"));
+  SPARKRT_RETURN_IF_ERROR(
       dev_->copy_d2d_async(k_src, k_row_ptr(seq_len_), k_row_ * sizeof(float), stream));
-  SPARKRT_OPS_RETURN_IF_ERROR(upload(*dev_, v, v_row_ptr(seq_len_), stream));
+  SPARKRT_RETURN_IF_ERROR(upload(*dev_, v, v_row_ptr(seq_len_), stream));
   ++seq_len_;
   return absl::OkStatus();
 }
@@ -290,7 +285,7 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
                                                        const MlaTokenInputs& in, MlaHostKv& kv,
                                                        Stream stream) {
   constexpr std::string_view op = "k3_mla_decode_token";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_inputs(op, cfg, in));
+  SPARKRT_RETURN_IF_ERROR(check_inputs(op, cfg, in));
   if (kv.k_row() != cfg.qk_row() || kv.v_row() != cfg.v_row()) {
     return invalid(op, absl::StrFormat("the host KV rows (%d, %d values) do not match the "
                                        "configuration (%d, %d)",
@@ -298,32 +293,32 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
   }
   const size_t seq_len = kv.seq_len() + 1;
   StepMemory mem(dev, stream);
-  SPARKRT_OPS_ASSIGN_OR_RETURN(dq, mem.floats(cfg.qk_row()));
+  SPARKRT_ASSIGN_OR_RETURN(auto dq, mem.floats(cfg.qk_row()));
   // The cache with room for the new row last, which the rope rotates in place.
-  SPARKRT_OPS_ASSIGN_OR_RETURN(dk, mem.floats(seq_len * cfg.qk_row()));
+  SPARKRT_ASSIGN_OR_RETURN(auto dk, mem.floats(seq_len * cfg.qk_row()));
   const DevicePtr dk_new = dk + kv.k().size_bytes();
-  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.q, dq, stream));
-  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.k, dk_new, stream));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(upload(dev, in.q, dq, stream));
+  SPARKRT_RETURN_IF_ERROR(upload(dev, in.k, dk_new, stream));
+  SPARKRT_RETURN_IF_ERROR(
       k3_mla_maybe_rope(dev, kernels, rope_args(cfg, in, dq, dk_new), stream));
-  SPARKRT_OPS_ASSIGN_OR_RETURN(k_rotated, download(dev, dk_new, cfg.qk_row(), stream));
+  SPARKRT_ASSIGN_OR_RETURN(auto k_rotated, download(dev, dk_new, cfg.qk_row(), stream));
 
-  SPARKRT_OPS_ASSIGN_OR_RETURN(dv, mem.floats(seq_len * cfg.v_row()));
-  SPARKRT_OPS_ASSIGN_OR_RETURN(dout, mem.floats(cfg.v_row()));
+  SPARKRT_ASSIGN_OR_RETURN(auto dv, mem.floats(seq_len * cfg.v_row()));
+  SPARKRT_ASSIGN_OR_RETURN(auto dout, mem.floats(cfg.v_row()));
   DevicePtr dg{};
   if (cfg.mla_use_output_gate) {
-    SPARKRT_OPS_ASSIGN_OR_RETURN(g, mem.floats(cfg.v_row()));
+    SPARKRT_ASSIGN_OR_RETURN(auto g, mem.floats(cfg.v_row()));
     dg = g;
-    SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.g, dg, stream));
+    SPARKRT_RETURN_IF_ERROR(upload(dev, in.g, dg, stream));
   }
-  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, kv.k(), dk, stream));
-  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, kv.v(), dv, stream));
-  SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.v, dv + kv.v().size_bytes(), stream));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(upload(dev, kv.k(), dk, stream));
+  SPARKRT_RETURN_IF_ERROR(upload(dev, kv.v(), dv, stream));
+  SPARKRT_RETURN_IF_ERROR(upload(dev, in.v, dv + kv.v().size_bytes(), stream));
+  SPARKRT_RETURN_IF_ERROR(
       k3_mla_sdpa_gate(dev, kernels, sdpa_args(cfg, dq, dk, dv, dg, dout, seq_len), stream));
-  SPARKRT_OPS_ASSIGN_OR_RETURN(out, download(dev, dout, cfg.v_row(), stream));
+  SPARKRT_ASSIGN_OR_RETURN(auto out, download(dev, dout, cfg.v_row(), stream));
   // Only a complete step changes the cache.
-  SPARKRT_OPS_RETURN_IF_ERROR(kv.append(k_rotated, in.v));
+  SPARKRT_RETURN_IF_ERROR(kv.append(k_rotated, in.v));
   return out;
 }
 
@@ -333,8 +328,8 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(Device& dev,
                                                                  const MlaTokenInputs& in,
                                                                  MlaDeviceKv& kv, Stream stream) {
   constexpr std::string_view op = "k3_mla_decode_token_on_device";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_not_full(op, kv));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_inputs(op, cfg, in));
+  SPARKRT_RETURN_IF_ERROR(check_not_full(op, kv));
+  SPARKRT_RETURN_IF_ERROR(check_inputs(op, cfg, in));
   if (kv.k_row() != cfg.qk_row() || kv.v_row() != cfg.v_row()) {
     return invalid(op, absl::StrFormat("the device KV rows (%d, %d values) do not match the "
                                        "configuration (%d, %d)",
@@ -342,14 +337,14 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(Device& dev,
   }
   const size_t before = kv.seq_len();
   auto step = [&]() -> absl::StatusOr<std::vector<float>> {
-    SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.q, kv.scratch_q(), stream));
-    SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.k, kv.scratch_k(), stream));
+    SPARKRT_RETURN_IF_ERROR(upload(dev, in.q, kv.scratch_q(), stream));
+    SPARKRT_RETURN_IF_ERROR(upload(dev, in.k, kv.scratch_k(), stream));
     if (cfg.mla_use_output_gate)
-      SPARKRT_OPS_RETURN_IF_ERROR(upload(dev, in.g, kv.scratch_g(), stream));
-    SPARKRT_OPS_RETURN_IF_ERROR(k3_mla_maybe_rope(
+      SPARKRT_RETURN_IF_ERROR(upload(dev, in.g, kv.scratch_g(), stream));
+    SPARKRT_RETURN_IF_ERROR(k3_mla_maybe_rope(
         dev, kernels, rope_args(cfg, in, kv.scratch_q(), kv.scratch_k()), stream));
-    SPARKRT_OPS_RETURN_IF_ERROR(kv.append(kv.scratch_k(), in.v, stream));
-    SPARKRT_OPS_RETURN_IF_ERROR(
+    SPARKRT_RETURN_IF_ERROR(kv.append(kv.scratch_k(), in.v, stream));
+    SPARKRT_RETURN_IF_ERROR(
         k3_mla_sdpa_gate(dev, kernels,
                          sdpa_args(cfg, kv.scratch_q(), kv.k(), kv.v(), kv.scratch_g(),
                                    kv.scratch_out(), kv.seq_len()),

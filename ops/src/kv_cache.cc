@@ -19,8 +19,8 @@ using detail::invalid;
 
 absl::Status check_heads(std::string_view op, uint32_t num_kv_heads, uint32_t head_dim,
                          uint32_t block_size) {
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "num_kv_heads", num_kv_heads));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "head_dim", head_dim));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "num_kv_heads", num_kv_heads));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "head_dim", head_dim));
   return check_nonzero(op, "block_size", block_size);
 }
 
@@ -53,8 +53,8 @@ absl::Status check_rope(std::string_view op, uint32_t head_dim, uint32_t rotary_
 absl::Status check_attention(std::string_view op, uint32_t max_blocks_per_seq,
                              uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
                              uint32_t block_size, uint32_t q_stride) {
-  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
+  SPARKRT_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
   if (num_q_heads == 0 || num_q_heads % num_kv_heads != 0) {
     return invalid(op, absl::StrFormat("num_q_heads %d must be a positive multiple of "
                                        "num_kv_heads %d (GQA)",
@@ -87,14 +87,14 @@ absl::StatusOr<KvCacheKernels> KvCacheKernels::resolve(Device& dev) {
       {kPagedAttentionModule, "paged_decode_attn_fp8_split_merge",
        &k.paged_decode_attn_fp8_split_merge},
   };
-  SPARKRT_OPS_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
   return k;
 }
 
 absl::Status fill_slots_from_block_table(Device& dev, const KvCacheKernels& k,
                                          const FillSlotsArgs& a, Stream stream) {
   if (a.count == 0) return absl::OkStatus();
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero("fill_slots_from_block_table", "block_size",
+  SPARKRT_RETURN_IF_ERROR(check_nonzero("fill_slots_from_block_table", "block_size",
                                             a.block_size));
   return KernelLaunch(dev, k.fill_slots_from_block_table)
       .grid({div_ceil(a.count, kKvBlockThreads)})
@@ -111,10 +111,10 @@ absl::Status reshape_and_cache(Device& dev, const KvCacheKernels& k, const Resha
                                Stream stream) {
   if (a.num_tokens == 0) return absl::OkStatus();
   constexpr std::string_view op = "reshape_and_cache";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
+  SPARKRT_RETURN_IF_ERROR(
       check_row_stride(op, "key_stride", a.key_stride, a.num_kv_heads, a.head_dim));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(
       check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
   return KernelLaunch(dev, k.reshape_and_cache)
       .grid({a.num_tokens})
@@ -136,8 +136,8 @@ absl::Status reshape_and_cache_flash_v_only(Device& dev, const KvCacheKernels& k
                                             const ReshapeAndCacheVOnlyArgs& a, Stream stream) {
   if (a.num_tokens == 0) return absl::OkStatus();
   constexpr std::string_view op = "reshape_and_cache_flash_v_only";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
+  SPARKRT_RETURN_IF_ERROR(
       check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
   return KernelLaunch(dev, k.reshape_and_cache_flash_v_only)
       .grid({a.num_tokens})
@@ -156,15 +156,15 @@ absl::Status reshape_and_cache_fp8(Device& dev, const KvCacheKernels& k,
                                    const ReshapeAndCacheFp8Args& a, Stream stream) {
   if (a.num_tokens == 0) return absl::OkStatus();
   constexpr std::string_view op = "reshape_and_cache_fp8";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(check_heads(op, a.num_kv_heads, a.head_dim, a.block_size));
+  SPARKRT_RETURN_IF_ERROR(
       check_row_stride(op, "key_stride", a.key_stride, a.num_kv_heads, a.head_dim));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(
       check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(
       check_cache_stride(op, a.cache_stride, a.block_size, a.num_kv_heads, a.head_dim));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
+  SPARKRT_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
+  SPARKRT_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
   return KernelLaunch(dev, k.reshape_and_cache_fp8)
       .grid({a.num_tokens})
       .block({kKvBlockThreads})
@@ -188,7 +188,7 @@ namespace {
 
 absl::Status check_fused(std::string_view op, uint32_t num_kv_heads, uint32_t head_dim,
                          uint32_t rotary_dim, uint32_t block_size) {
-  SPARKRT_OPS_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
+  SPARKRT_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
   return check_rope(op, head_dim, rotary_dim);
 }
 
@@ -197,7 +197,7 @@ absl::Status check_fused(std::string_view op, uint32_t num_kv_heads, uint32_t he
 absl::Status fused_k_norm_rope_cache_write_bf16(Device& dev, const KvCacheKernels& k,
                                                 const FusedKNormRopeArgs& a, Stream stream) {
   if (a.num_tokens == 0) return absl::OkStatus();
-  SPARKRT_OPS_RETURN_IF_ERROR(check_fused("fused_k_norm_rope_cache_write_bf16", a.num_kv_heads,
+  SPARKRT_RETURN_IF_ERROR(check_fused("fused_k_norm_rope_cache_write_bf16", a.num_kv_heads,
                                           a.head_dim, a.rotary_dim, a.block_size));
   return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_bf16)
       .grid({a.num_tokens, a.num_kv_heads})
@@ -220,7 +220,7 @@ absl::Status fused_k_norm_rope_cache_write_bf16_mrope(Device& dev, const KvCache
                                                       const FusedKNormRopeMropeArgs& a,
                                                       Stream stream) {
   if (a.num_tokens == 0) return absl::OkStatus();
-  SPARKRT_OPS_RETURN_IF_ERROR(check_fused("fused_k_norm_rope_cache_write_bf16_mrope",
+  SPARKRT_RETURN_IF_ERROR(check_fused("fused_k_norm_rope_cache_write_bf16_mrope",
                                           a.num_kv_heads, a.head_dim, a.rotary_dim,
                                           a.block_size));
   return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_bf16_mrope)
@@ -246,9 +246,9 @@ absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels
                                                const FusedKNormRopeFp8Args& a, Stream stream) {
   if (a.num_tokens == 0) return absl::OkStatus();
   constexpr std::string_view op = "fused_k_norm_rope_cache_write_fp8";
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(
       check_fused(op, a.num_kv_heads, a.head_dim, a.rotary_dim, a.block_size));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "inv_scale", a.inv_scale));
+  SPARKRT_RETURN_IF_ERROR(check_scale(op, "inv_scale", a.inv_scale));
   return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_fp8)
       .grid({a.num_tokens, a.num_kv_heads})
       .block({a.head_dim})
@@ -370,7 +370,7 @@ bool workspace_holds(uint64_t bytes, uint32_t num_seqs, uint32_t num_q_heads, ui
 
 absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperties& props,
                                        const DecodeShape& s) {
-  SPARKRT_OPS_RETURN_IF_ERROR(check_attention(op, s.max_blocks_per_seq, s.num_q_heads,
+  SPARKRT_RETURN_IF_ERROR(check_attention(op, s.max_blocks_per_seq, s.num_q_heads,
                                               s.num_kv_heads, s.head_dim, s.block_size,
                                               s.q_stride));
   if (s.head_dim % 8 != 0 || s.head_dim > kMaxDecodeHeadDim) {
@@ -578,7 +578,7 @@ absl::Status decode(Device& dev, const KvCacheKernels& k, const DecodeEntries& e
   if (plan.num_splits >= kMinMergeSplits) {
     return launch_decode(dev, e.split_merge, a, plan, {a.out, part_acc, part_ml, counters}, stream);
   }
-  SPARKRT_OPS_RETURN_IF_ERROR(launch_decode(dev, e.split, a, plan, {part_acc, part_ml}, stream));
+  SPARKRT_RETURN_IF_ERROR(launch_decode(dev, e.split, a, plan, {part_acc, part_ml}, stream));
   return KernelLaunch(dev, k.paged_decode_attn_combine)
       .grid({a.num_q_heads, a.num_seqs})
       .block({kKvBlockThreads})
@@ -610,15 +610,15 @@ absl::Status paged_decode_attn_fp8(Device& dev, const KvCacheKernels& k,
   constexpr std::string_view op = "paged_decode_attn_fp8";
   auto plan = plan_decode(op, dev.properties(), shape_of(a));
   if (!plan.ok()) return plan.status();
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(
       check_cache_stride(op, a.cache_stride, a.block_size, a.num_kv_heads, a.head_dim));
   if (a.cache_stride % 8 != 0) {
     return invalid(op, absl::StrFormat("cache_stride %d must be a multiple of 8 (rows are read "
                                        "8 elements at a time)",
                                        a.cache_stride));
   }
-  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
+  SPARKRT_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
+  SPARKRT_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
   return decode(dev, k,
                 {k.paged_decode_attn_fp8, k.paged_decode_attn_fp8_split,
                  k.paged_decode_attn_fp8_split_merge},

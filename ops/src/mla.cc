@@ -32,9 +32,9 @@ absl::Status check_rope_slot(std::string_view op, uint32_t rope, uint32_t kv_lor
 absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint32_t num_q_heads,
                           uint32_t num_kv_heads, uint32_t q_head_dim, uint32_t kv_cache_dim,
                           uint32_t block_size) {
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "block_size", block_size));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "num_kv_heads", num_kv_heads));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "block_size", block_size));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "num_kv_heads", num_kv_heads));
   if (num_q_heads == 0 || num_q_heads % num_kv_heads != 0) {
     return invalid(op, absl::StrFormat("num_q_heads %d must be a positive multiple of "
                                        "num_kv_heads %d",
@@ -45,7 +45,7 @@ absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint
                                        "the %d rope values and V is the rest",
                                        kv_cache_dim, kMlaRopeDim, kMlaMaxDecodeDim, kMlaRopeDim));
   }
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "q_head_dim", q_head_dim));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "q_head_dim", q_head_dim));
   return check_at_most(op, "q_head_dim", q_head_dim, "kv_cache_dim", kv_cache_dim);
 }
 
@@ -81,7 +81,7 @@ absl::StatusOr<MlaKernels> MlaKernels::resolve(Device& dev) {
       {kMlaModule, "mla_paged_decode_fp8_split", &k.mla_paged_decode_fp8_split},
       {kMlaModule, "mla_decode_combine", &k.mla_decode_combine},
   };
-  SPARKRT_OPS_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
   return k;
 }
 
@@ -89,9 +89,9 @@ absl::Status mla_batched_gemv(Device& dev, const MlaKernels& k, const MlaBatched
                               Stream stream) {
   if (a.n_out == 0 || a.num_heads == 0) return absl::OkStatus();
   constexpr std::string_view op = "mla_batched_gemv";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_nonzero(op, "k", a.k));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_at_most(op, "k", a.k, "input_stride", a.input_stride));
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "k", a.k));
+  SPARKRT_RETURN_IF_ERROR(check_at_most(op, "k", a.k, "input_stride", a.input_stride));
+  SPARKRT_RETURN_IF_ERROR(
       check_at_most(op, "n_out", a.n_out, "output_stride", a.output_stride));
   return KernelLaunch(dev, k.mla_batched_gemv)
       .grid({div_ceil(a.n_out, kMlaGemvOutputsPerCta), a.num_heads})
@@ -114,7 +114,7 @@ absl::Status mla_q_rope_scatter(Device& dev, const MlaKernels& k, const MlaQRope
     return invalid(op, absl::StrFormat("nope %d + rope %d exceeds hd %d, the q_full head width",
                                        a.nope, a.rope, a.hd));
   }
-  SPARKRT_OPS_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
+  SPARKRT_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
   return KernelLaunch(dev, k.mla_q_rope_scatter)
       .grid({1})
       .block({kMlaBlockThreads})
@@ -133,7 +133,7 @@ absl::Status mla_q_rope_scatter(Device& dev, const MlaKernels& k, const MlaQRope
 absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k, const MlaQRopeWritebackArgs& a,
                                   Stream stream) {
   if (a.nq == 0 || a.rope == 0) return absl::OkStatus();
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(
       check_rope_slot("mla_q_rope_writeback", a.rope, a.kv_lora, a.mla_cache_dim));
   return KernelLaunch(dev, k.mla_q_rope_writeback)
       .grid({1})
@@ -151,9 +151,9 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
                                 Stream stream) {
   if (a.mla_cache_dim == 0) return absl::OkStatus();
   constexpr std::string_view op = "mla_cache_assemble";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
+  SPARKRT_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
   const uint32_t threads = std::max(a.mla_cache_dim, kMlaBlockThreads);
-  SPARKRT_OPS_RETURN_IF_ERROR(check_at_most(op, "mla_cache_dim", threads,
+  SPARKRT_RETURN_IF_ERROR(check_at_most(op, "mla_cache_dim", threads,
                                             "the device's threads per block",
                                             dev.properties().max_threads_per_block));
   return KernelLaunch(dev, k.mla_cache_assemble)
@@ -183,7 +183,7 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                                     const MlaPagedDecodeNvfp4Args& a, Stream stream) {
   if (a.num_seqs == 0) return absl::OkStatus();
   constexpr std::string_view op = "mla_paged_decode_nvfp4";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
+  SPARKRT_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
                                            a.q_head_dim, a.kv_cache_dim, a.block_size));
   if (a.kv_cache_dim % 16 != 0) {
     return invalid(op, absl::StrFormat("kv_cache_dim %d must be a multiple of 16 (one E4M3 "
@@ -247,10 +247,10 @@ uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t dv
 
 absl::Status check_fp8_decode(const MlaPagedDecodeFp8Args& a) {
   constexpr std::string_view op = "mla_paged_decode_fp8";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
+  SPARKRT_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
                                            a.q_head_dim, a.kv_cache_dim, a.block_size));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
-  SPARKRT_OPS_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
+  SPARKRT_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
+  SPARKRT_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
   const uint64_t block = uint64_t{a.block_size} * a.num_kv_heads * a.kv_cache_dim;
   if (a.cache_stride < block) {
     return invalid(
@@ -306,7 +306,7 @@ uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
 absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
                                                          const MlaPagedDecodeFp8Args& a) {
   constexpr std::string_view op = "mla_paged_decode_fp8";
-  SPARKRT_OPS_RETURN_IF_ERROR(check_fp8_decode(a));
+  SPARKRT_RETURN_IF_ERROR(check_fp8_decode(a));
   const DeviceProperties& props = dev.properties();
   MlaDecodePlan plan;
   const uint32_t shared_mem = tiled_shared_bytes(props, a);
@@ -410,7 +410,7 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
   const DevicePtr part_ml =
       a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
   KernelLaunch split(dev, k.mla_paged_decode_fp8_split);
-  SPARKRT_OPS_RETURN_IF_ERROR(
+  SPARKRT_RETURN_IF_ERROR(
       decode_head(split.grid(plan->grid).block(plan->block).shared_mem(plan->shared_mem), a,
                   {part_acc, part_ml})
           .arg(a.k_scale)

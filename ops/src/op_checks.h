@@ -10,11 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "sparkrt/device.h"
-
-#define SPARKRT_OPS_RETURN_IF_ERROR(expr)              \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
+#include "sparkrt/status_macros.h"
 
 namespace sparkrt::ops::detail {
 

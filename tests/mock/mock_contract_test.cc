@@ -3,6 +3,7 @@
 // mock for lookups, launch geometry, argument lists and transfer counts. The
 // kernels come from the test module tests/data/kernels/twin_contract.ptx.
 #include "mock_test_support.h"
+#include "sparkrt/status_macros.h"
 
 using namespace mocktest;
 using sparkrt::DevicePtr;
@@ -76,15 +77,6 @@ struct HostKv {
   }
 };
 
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    if (absl::Status _st = (expr); !_st.ok()) return _st; \
-  } while (0)
-#define ASSIGN_OR_RETURN(lhs, expr)            \
-  auto lhs##_or = (expr);                      \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  DevicePtr lhs = *lhs##_or
-
 absl::Status launch_rope(sparkrt::Device& dev, const TwinKernels& k, DevicePtr q, DevicePtr kn,
                          const TwinConfig& cfg, uint32_t pos, float theta, Stream stream) {
   return KernelLaunch(dev, k.rope)
@@ -129,23 +121,24 @@ absl::StatusOr<std::vector<float>> decode_token(sparkrt::Device& dev, const Twin
                                                 const TwinConfig& cfg, uint32_t pos, float theta,
                                                 Stream stream) {
   Hold hold(dev);
-  ASSIGN_OR_RETURN(dq, hold.upload(q));
-  ASSIGN_OR_RETURN(dk_new, hold.upload(k));
-  RETURN_IF_ERROR(launch_rope(dev, kernels, dq, dk_new, cfg, pos, theta, stream));
-  RETURN_IF_ERROR(dev.synchronize(stream));
-  RETURN_IF_ERROR(dev.copy_d2h(dq, q));
-  RETURN_IF_ERROR(dev.copy_d2h(dk_new, k));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dq, hold.upload(q));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dk_new, hold.upload(k));
+  SPARKRT_RETURN_IF_ERROR(launch_rope(dev, kernels, dq, dk_new, cfg, pos, theta, stream));
+  SPARKRT_RETURN_IF_ERROR(dev.synchronize(stream));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(dq, q));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(dk_new, k));
   kv.append(k, v);
 
-  ASSIGN_OR_RETURN(dq2, hold.upload(q));
-  ASSIGN_OR_RETURN(dkeys, hold.upload(kv.k));
-  ASSIGN_OR_RETURN(dvalues, hold.upload(kv.v));
-  ASSIGN_OR_RETURN(dg, hold.upload(g));
-  ASSIGN_OR_RETURN(dout, hold.alloc(cfg.heads * cfg.v_head_dim * sizeof(float)));
-  RETURN_IF_ERROR(launch_sdpa(dev, kernels, dq2, dkeys, dvalues, dg, dout, kv.seq_len, cfg, stream));
-  RETURN_IF_ERROR(dev.synchronize(stream));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dq2, hold.upload(q));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dkeys, hold.upload(kv.k));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dvalues, hold.upload(kv.v));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dg, hold.upload(g));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dout, hold.alloc(cfg.heads * cfg.v_head_dim * sizeof(float)));
+  SPARKRT_RETURN_IF_ERROR(
+      launch_sdpa(dev, kernels, dq2, dkeys, dvalues, dg, dout, kv.seq_len, cfg, stream));
+  SPARKRT_RETURN_IF_ERROR(dev.synchronize(stream));
   std::vector<float> out(cfg.heads * cfg.v_head_dim);
-  RETURN_IF_ERROR(dev.copy_d2h(dout, out));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(dout, out));
   return out;
 }
 
@@ -165,19 +158,20 @@ absl::StatusOr<std::vector<float>> decode_token_on_device(
     DeviceKv& kv, const TwinConfig& cfg, uint32_t pos, float theta, Stream stream) {
   if (kv.seq_len >= kv.cap) return absl::ResourceExhaustedError("device KV full");
   Hold hold(dev);
-  ASSIGN_OR_RETURN(dq, hold.upload(q));
-  ASSIGN_OR_RETURN(dk_new, hold.upload(k));
-  RETURN_IF_ERROR(launch_rope(dev, kernels, dq, dk_new, cfg, pos, theta, stream));
-  RETURN_IF_ERROR(dev.copy_d2d(dk_new, kv.k + kv.seq_len * kv.k_row * sizeof(float),
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dq, hold.upload(q));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dk_new, hold.upload(k));
+  SPARKRT_RETURN_IF_ERROR(launch_rope(dev, kernels, dq, dk_new, cfg, pos, theta, stream));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2d(dk_new, kv.k + kv.seq_len * kv.k_row * sizeof(float),
                                kv.k_row * sizeof(float)));
-  RETURN_IF_ERROR(dev.copy_h2d(v, kv.v + kv.seq_len * kv.v_row * sizeof(float)));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_h2d(v, kv.v + kv.seq_len * kv.v_row * sizeof(float)));
   ++kv.seq_len;
-  ASSIGN_OR_RETURN(dg, hold.upload(g));
-  ASSIGN_OR_RETURN(dout, hold.alloc(cfg.heads * cfg.v_head_dim * sizeof(float)));
-  RETURN_IF_ERROR(launch_sdpa(dev, kernels, dq, kv.k, kv.v, dg, dout, kv.seq_len, cfg, stream));
-  RETURN_IF_ERROR(dev.synchronize(stream));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dg, hold.upload(g));
+  SPARKRT_ASSIGN_OR_RETURN(DevicePtr dout, hold.alloc(cfg.heads * cfg.v_head_dim * sizeof(float)));
+  SPARKRT_RETURN_IF_ERROR(
+      launch_sdpa(dev, kernels, dq, kv.k, kv.v, dg, dout, kv.seq_len, cfg, stream));
+  SPARKRT_RETURN_IF_ERROR(dev.synchronize(stream));
   std::vector<float> out(cfg.heads * cfg.v_head_dim);
-  RETURN_IF_ERROR(dev.copy_d2h(dout, out));
+  SPARKRT_RETURN_IF_ERROR(dev.copy_d2h(dout, out));
   return out;
 }
 
