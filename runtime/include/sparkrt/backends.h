@@ -3,8 +3,9 @@
 //
 // Plugin files are named libsparkrt_backend_<name>.so. Search order:
 //   1. each folder of SPARKRT_PLUGIN_PATH (':'-separated);
-//   2. the plugin folder installed with the runtime (<libdir>/sparkrt/plugins);
-//   3. the build tree's plugin folder (for uninstalled builds).
+//   2. the plugin folder next to libsparkrt.so (<libdir>/sparkrt/plugins): the
+//      installed plugins, or those of an uninstalled build, whose tree has the
+//      same layout.
 #ifndef SPARKRT_BACKENDS_H_
 #define SPARKRT_BACKENDS_H_
 

@@ -160,10 +160,12 @@ class Device {
   // The plugin's opaque device, for extension tables that take it.
   SparkrtDevice* native_handle() const;
 
-  // Used by KernelLaunch; not part of the user API.
+ private:
+  // KernelLaunch::launch reads the plugin table and limits from the state
+  // directly, so a launch costs no call beyond the plugin's.
+  friend class KernelLaunch;
   detail::DeviceState& state() const { return *state_; }
 
- private:
   explicit Device(std::unique_ptr<detail::DeviceState> state);
   std::unique_ptr<detail::DeviceState> state_;
 };
