@@ -140,32 +140,72 @@ struct Error {
   std::string message;
 };
 
-inline SparkrtError* to_error(const absl::Status& status) {
-  if (status.ok()) return nullptr;
-  auto* e = new (std::nothrow) Error{static_cast<int32_t>(status.code()), std::string(status.message())};
-  return reinterpret_cast<SparkrtError*>(e);
+// The error returned when an Error cannot be allocated: a null SparkrtError*
+// means success in the ABI, so an out-of-memory must never become one. It is
+// constant-initialized (nothing is allocated or constructed at run time), one
+// per plugin, and error_destroy leaves it alone (compared by address).
+struct StaticError {
+  int32_t code;
+  const char* message;
+  size_t size;
+};
+inline constexpr char kOutOfMemoryMessage[] =
+    "out of host memory (the plugin could not allocate the error describing the failure)";
+
+inline SparkrtError* out_of_memory_error() noexcept {
+  static constinit StaticError error{static_cast<int32_t>(absl::StatusCode::kResourceExhausted),
+                                     kOutOfMemoryMessage, sizeof(kOutOfMemoryMessage) - 1};
+  return reinterpret_cast<SparkrtError*>(&error);
 }
 
-inline SparkrtError* short_struct(const char* call, size_t given, size_t needed) {
-  return to_error(absl::InvalidArgumentError(
-      std::string(call) + ": args struct_size " + std::to_string(given) + " is smaller than the " +
-      std::to_string(needed) + " bytes this plugin needs; rebuild the caller against this SDK"));
+// nullptr for OK; otherwise a heap Error, or out_of_memory_error() when that
+// cannot be allocated.
+inline SparkrtError* to_error(const absl::Status& status) noexcept {
+  if (status.ok()) return nullptr;
+  try {
+    if (auto* e = new (std::nothrow)
+            Error{static_cast<int32_t>(status.code()), std::string(status.message())})
+      return reinterpret_cast<SparkrtError*>(e);
+  } catch (...) {  // the message's copy
+  }
+  return out_of_memory_error();
+}
+
+// An error built from a code and text that may itself fail to allocate.
+inline SparkrtError* make_error(absl::StatusCode code, const char* call,
+                                std::string_view what) noexcept {
+  try {
+    return to_error(absl::Status(code, std::string(call) + ": " + std::string(what)));
+  } catch (...) {
+    return out_of_memory_error();
+  }
+}
+
+inline SparkrtError* short_struct(const char* call, size_t given, size_t needed) noexcept {
+  try {
+    return to_error(absl::InvalidArgumentError(
+        std::string(call) + ": args struct_size " + std::to_string(given) +
+        " is smaller than the " + std::to_string(needed) +
+        " bytes this plugin needs; rebuild the caller against this SDK"));
+  } catch (...) {
+    return out_of_memory_error();
+  }
 }
 
 // Runs `fn` (returning Status) with the struct size checked and exceptions
-// contained.
+// contained. Never returns nullptr for a failure, even out of memory.
 template <typename Args, typename Fn>
 SparkrtError* guard(const char* call, Args* a, size_t needed, Fn&& fn) noexcept {
-  if (a == nullptr) return to_error(absl::InvalidArgumentError(std::string(call) + ": null args"));
+  if (a == nullptr) return make_error(absl::StatusCode::kInvalidArgument, call, "null args");
   if (a->struct_size < needed) return short_struct(call, a->struct_size, needed);
   try {
     return to_error(fn());
   } catch (const std::bad_alloc&) {
-    return to_error(absl::ResourceExhaustedError(std::string(call) + ": out of host memory"));
+    return make_error(absl::StatusCode::kResourceExhausted, call, "out of host memory");
   } catch (const std::exception& ex) {
-    return to_error(absl::InternalError(std::string(call) + ": " + ex.what()));
+    return make_error(absl::StatusCode::kInternal, call, ex.what());
   } catch (...) {
-    return to_error(absl::InternalError(std::string(call) + ": unknown exception"));
+    return make_error(absl::StatusCode::kInternal, call, "unknown exception");
   }
 }
 
@@ -186,13 +226,25 @@ Backend& backend() {
 
 template <typename B>
 struct Adapter {
-  static int32_t error_code(const SparkrtError* e) { return unwrap<const Error>(e)->code; }
+  static int32_t error_code(const SparkrtError* e) {
+    if (e == out_of_memory_error()) return unwrap<const StaticError>(e)->code;
+    return unwrap<const Error>(e)->code;
+  }
   static void error_message(const SparkrtError* e, const char** msg, size_t* size) {
+    if (e == out_of_memory_error()) {
+      *msg = unwrap<const StaticError>(e)->message;
+      *size = unwrap<const StaticError>(e)->size;
+      return;
+    }
     const auto* err = unwrap<const Error>(e);
     *msg = err->message.data();
     *size = err->message.size();
   }
-  static void error_destroy(SparkrtError* e) { delete unwrap<Error>(e); }
+  // The static out-of-memory error is never freed.
+  static void error_destroy(SparkrtError* e) {
+    if (e == out_of_memory_error()) return;
+    delete unwrap<Error>(e);
+  }
 
   static Device* dev(SparkrtDevice* d) { return unwrap<Device>(d); }
   static absl::Status null_device() { return absl::InvalidArgumentError("null device handle"); }
