@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include <cstring>
+#include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -103,41 +103,14 @@ absl::Status CpuDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t byt
   std::lock_guard<std::mutex> lock(mu_);
   if (auto s = check_stream_locked(stream); !s.ok()) return s;
   if (!blocking && graphs_.capturing(stream)) return graphs_.capture_memset(stream, dst, value, bytes);
-  if (bytes == 0) return absl::OkStatus();
-  auto host = memory_.resolve(dst, bytes, "memset destination");
-  if (!host.ok()) return host.status();
-  std::memset(*host, value, bytes);
-  return absl::OkStatus();
+  return memory_.fill(dst, value, bytes);
 }
 
 absl::Status CpuDevice::memcpy(const SparkrtMemcpyArgs& c) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto s = check_stream_locked(c.stream); !s.ok()) return s;
   if (!c.blocking && graphs_.capturing(c.stream)) return graphs_.capture_copy(c.stream, c);
-  if (c.bytes == 0) return absl::OkStatus();
-  switch (c.kind) {
-    case SPARKRT_COPY_H2D: {
-      auto dst = memory_.resolve(c.dst_device, c.bytes, "copy_h2d destination");
-      if (!dst.ok()) return dst.status();
-      std::memcpy(*dst, c.src_host, c.bytes);
-      return absl::OkStatus();
-    }
-    case SPARKRT_COPY_D2H: {
-      auto src = memory_.resolve(c.src_device, c.bytes, "copy_d2h source");
-      if (!src.ok()) return src.status();
-      std::memcpy(c.dst_host, *src, c.bytes);
-      return absl::OkStatus();
-    }
-    case SPARKRT_COPY_D2D: {
-      auto src = memory_.resolve(c.src_device, c.bytes, "copy_d2d source");
-      if (!src.ok()) return src.status();
-      auto dst = memory_.resolve(c.dst_device, c.bytes, "copy_d2d destination");
-      if (!dst.ok()) return dst.status();
-      std::memmove(*dst, *src, c.bytes);
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError(absl::StrFormat("cpu: unknown copy kind %d", int(c.kind)));
+  return memory_.copy(c);
 }
 
 absl::Status CpuDevice::check_stream(SparkrtStream stream) {

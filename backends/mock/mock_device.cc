@@ -461,10 +461,8 @@ absl::Status MockDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t by
   auto s = find_stream(stream, "memset");
   if (!s.ok()) return note("memset", s.status());
   if (!blocking && graphs_.capturing(stream)) return graphs_.capture_memset(stream, dst, value, bytes);
-  if (bytes != 0) {
-    auto p = memory_.resolve(dst, bytes, "memset destination");
-    if (!p.ok()) return note("memset", p.status());
-    std::memset(*p, value, bytes);
+  if (absl::Status filled = memory_.fill(dst, value, bytes); !filled.ok()) {
+    return note("memset", filled);
   }
   ++tick_;
   if (blocking) {
@@ -493,63 +491,29 @@ absl::Status MockDevice::memcpy(const SparkrtMemcpyArgs& copy) {
   auto s = find_stream(copy.stream, "memcpy");
   if (!s.ok()) return note("memcpy", s.status());
   if (!blocking && graphs_.capturing(copy.stream)) return graphs_.capture_copy(copy.stream, copy);
+  if (absl::Status moved = memory_.copy(copy); !moved.ok()) return note("memcpy", moved);
+  // Counted by direction; copy() has accepted the kind.
+  auto count = [&](uint64_t& total, uint64_t& blocking_calls, uint64_t& async_calls,
+                   uint64_t& stream_async_calls) {
+    total += bytes;
+    if (blocking) {
+      ++blocking_calls;
+    } else {
+      ++async_calls;
+      ++stream_async_calls;
+    }
+  };
+  SparkrtMockStreamCounters& on_stream = (*s)->counters;
   switch (copy.kind) {
-    case SPARKRT_COPY_H2D: {
-      if (copy.src_host == nullptr && bytes != 0) {
-        return note("memcpy", absl::InvalidArgumentError("copy_h2d: null host source"));
-      }
-      if (bytes != 0) {
-        auto dst = memory_.resolve(copy.dst_device, bytes, "copy_h2d destination");
-        if (!dst.ok()) return note("memcpy", dst.status());
-        std::memcpy(*dst, copy.src_host, bytes);
-      }
-      counters_.bytes_h2d += bytes;
-      if (blocking) {
-        ++counters_.h2d_blocking;
-      } else {
-        ++counters_.h2d_async;
-        ++(*s)->counters.h2d_async;
-      }
+    case SPARKRT_COPY_H2D:
+      count(counters_.bytes_h2d, counters_.h2d_blocking, counters_.h2d_async, on_stream.h2d_async);
       break;
-    }
-    case SPARKRT_COPY_D2H: {
-      if (copy.dst_host == nullptr && bytes != 0) {
-        return note("memcpy", absl::InvalidArgumentError("copy_d2h: null host destination"));
-      }
-      if (bytes != 0) {
-        auto src = memory_.resolve(copy.src_device, bytes, "copy_d2h source");
-        if (!src.ok()) return note("memcpy", src.status());
-        std::memcpy(copy.dst_host, *src, bytes);
-      }
-      counters_.bytes_d2h += bytes;
-      if (blocking) {
-        ++counters_.d2h_blocking;
-      } else {
-        ++counters_.d2h_async;
-        ++(*s)->counters.d2h_async;
-      }
+    case SPARKRT_COPY_D2H:
+      count(counters_.bytes_d2h, counters_.d2h_blocking, counters_.d2h_async, on_stream.d2h_async);
       break;
-    }
-    case SPARKRT_COPY_D2D: {
-      if (bytes != 0) {
-        auto src = memory_.resolve(copy.src_device, bytes, "copy_d2d source");
-        if (!src.ok()) return note("memcpy", src.status());
-        auto dst = memory_.resolve(copy.dst_device, bytes, "copy_d2d destination");
-        if (!dst.ok()) return note("memcpy", dst.status());
-        std::memmove(*dst, *src, bytes);  // ranges may overlap within one allocation
-      }
-      counters_.bytes_d2d += bytes;
-      if (blocking) {
-        ++counters_.d2d_blocking;
-      } else {
-        ++counters_.d2d_async;
-        ++(*s)->counters.d2d_async;
-      }
+    case SPARKRT_COPY_D2D:
+      count(counters_.bytes_d2d, counters_.d2d_blocking, counters_.d2d_async, on_stream.d2d_async);
       break;
-    }
-    default:
-      return note("memcpy", absl::InvalidArgumentError(absl::StrFormat(
-                                "memcpy: unknown copy kind %d", static_cast<int>(copy.kind))));
   }
   ++tick_;
   if (log_.is_open()) {

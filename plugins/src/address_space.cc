@@ -1,5 +1,6 @@
 #include "sparkrt/sdk/address_space.h"
 
+#include <cstring>
 #include <iterator>
 
 #include "absl/strings/str_format.h"
@@ -167,6 +168,49 @@ absl::StatusOr<std::byte*> AddressSpace::resolve(uint64_t ptr, uint64_t bytes,
         a->id, offset, bytes, ptr, ptr + bytes, bytes - (a->size - offset), allocation_name(*a)));
   }
   return a->data.get() + offset;
+}
+
+absl::Status AddressSpace::copy(const SparkrtMemcpyArgs& copy) {
+  const uint64_t bytes = copy.bytes;
+  switch (copy.kind) {
+    case SPARKRT_COPY_H2D: {
+      if (bytes == 0) return absl::OkStatus();
+      if (copy.src_host == nullptr) return absl::InvalidArgumentError("copy_h2d: null host source");
+      auto dst = resolve(copy.dst_device, bytes, "copy_h2d destination");
+      if (!dst.ok()) return dst.status();
+      std::memcpy(*dst, copy.src_host, bytes);
+      return absl::OkStatus();
+    }
+    case SPARKRT_COPY_D2H: {
+      if (bytes == 0) return absl::OkStatus();
+      if (copy.dst_host == nullptr) {
+        return absl::InvalidArgumentError("copy_d2h: null host destination");
+      }
+      auto src = resolve(copy.src_device, bytes, "copy_d2h source");
+      if (!src.ok()) return src.status();
+      std::memcpy(copy.dst_host, *src, bytes);
+      return absl::OkStatus();
+    }
+    case SPARKRT_COPY_D2D: {
+      if (bytes == 0) return absl::OkStatus();
+      auto src = resolve(copy.src_device, bytes, "copy_d2d source");
+      if (!src.ok()) return src.status();
+      auto dst = resolve(copy.dst_device, bytes, "copy_d2d destination");
+      if (!dst.ok()) return dst.status();
+      std::memmove(*dst, *src, bytes);  // ranges may overlap within one allocation
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("memcpy: unknown copy kind %d", static_cast<int>(copy.kind)));
+}
+
+absl::Status AddressSpace::fill(uint64_t dst, uint8_t value, uint64_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  auto p = resolve(dst, bytes, "memset destination");
+  if (!p.ok()) return p.status();
+  std::memset(*p, value, bytes);
+  return absl::OkStatus();
 }
 
 }  // namespace sparkrt::sdk

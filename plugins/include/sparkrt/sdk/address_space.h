@@ -2,7 +2,8 @@
 // memory (the mock, the cpu reference backend): addresses in a private range
 // with real host storage behind every allocation, so copies, memsets and
 // reference kernels move real bytes, and every bad access is reported with
-// the allocation it hit (or nearly hit).
+// the allocation it hit (or nearly hit). copy() and fill() are such a
+// backend's memcpy and memset, checks included.
 //
 // Addresses start at a base the backend picks per device, are 256-byte
 // aligned and are never reused: each allocation is followed by a guard gap,
@@ -23,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sparkrt/plugin_api.h"
 
 namespace sparkrt::sdk {
 
@@ -65,6 +67,16 @@ class AddressSpace {
   // one live allocation. `what` names the operand in messages, e.g.
   // "copy_h2d destination".
   absl::StatusOr<std::byte*> resolve(uint64_t ptr, uint64_t bytes, std::string_view what);
+
+  // Moves the bytes of `copy` at once (its kind, ranges and host pointers;
+  // the stream and blocking flag are the caller's): each device range must
+  // lie in one live allocation, errors name the operand ("copy_h2d
+  // destination", "copy_d2d source", ...), a null host pointer is refused,
+  // and D2D ranges may overlap (memmove). Zero bytes move nothing and only
+  // the kind is checked.
+  absl::Status copy(const SparkrtMemcpyArgs& copy);
+  // Sets [dst, dst + bytes) to `value`; zero bytes check nothing.
+  absl::Status fill(uint64_t dst, uint8_t value, uint64_t bytes);
 
   // The allocation (live or tombstone) whose [base, base + size) holds ptr.
   const Allocation* find(uint64_t ptr) const;
