@@ -20,7 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "demo_layer.h"
-#include "reference/numeric.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/device.h"
 #include "sparkrt/status_macros.h"
 #include "sparkrt/testing/mock.h"
@@ -31,7 +31,7 @@ namespace {
 constexpr uint64_t kSeed = 20261130;  // fixed: the demo prints the same inputs every run
 constexpr int kTimedIterations = 5;
 
-using reference::bf16_to_f32;
+using numeric::bf16_to_f32;
 
 // Where sequence s's token t lives in the pool, in elements.
 uint64_t row_offset(const LayerInputs& in, uint32_t s, uint32_t t) {

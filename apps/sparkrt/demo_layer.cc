@@ -6,15 +6,15 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
-#include "reference/numeric.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/kernel_launch.h"
 #include "sparkrt/status_macros.h"
 
 namespace sparkrt::cli {
 namespace {
 
-using reference::bf16_to_f32;
-using reference::f32_to_bf16;
+using numeric::bf16_to_f32;
+using numeric::f32_to_bf16;
 
 // Device memory of one step, freed when the step ends, error or not.
 class Allocations {

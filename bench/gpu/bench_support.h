@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "reference/numeric.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/sparkrt.h"
 
@@ -160,10 +160,10 @@ class Filler {
   Filler(Device& dev, std::mt19937_64& gen)
       : dev_(dev), src_{Buf(dev, kBytes), Buf(dev, kBytes), Buf(dev, kBytes)} {
     std::vector<uint16_t> h(kBytes / 2);
-    for (auto& x : h) x = sparkrt::reference::f32_to_bf16(random_magnitude(gen, 0.25f, 2.0f));
+    for (auto& x : h) x = sparkrt::numeric::f32_to_bf16(random_magnitude(gen, 0.25f, 2.0f));
     ok(dev.copy_h2d(h, src_[kBf16].ptr()), "upload");
     std::vector<uint8_t> f(kBytes);
-    for (auto& x : f) x = sparkrt::reference::f32_to_fp8_e4m3(random_magnitude(gen, 1.0f, 100.0f));
+    for (auto& x : f) x = sparkrt::numeric::f32_to_fp8_e4m3(random_magnitude(gen, 1.0f, 100.0f));
     ok(dev.copy_h2d(f, src_[kFp8].ptr()), "upload");
     // Any byte is two E2M1 values; a small positive scale byte among them
     // keeps the NVFP4 scale sections finite wherever they fall.

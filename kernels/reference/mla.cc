@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "numeric.h"
+#include "sparkrt/numeric.h"
 #include "operands.h"
 #include "reference.h"
 #include "split_softmax.h"
@@ -24,13 +24,6 @@ constexpr uint32_t kMaxDim = 1024;  // q_head_dim and kv_cache_dim
 constexpr uint32_t kTiledRows = 16;  // query heads per CTA of the tiled decode
 constexpr uint32_t kTile = 64;       // tokens per tile; a split takes whole tiles
 constexpr float kLog2e = 1.4426950408889634f;
-
-// E2M1 (the NVFP4 element): sign, 2 exponent bits, 1 mantissa bit.
-float e2m1_to_f32(uint32_t nibble) {
-  static constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float v = kMagnitude[nibble & 7u];
-  return (nibble & 8u) ? -v : v;
-}
 
 // q_absorbed_buf[h][kv_lora + i] for h < nq, i < rope must stay inside each
 // head's mla_cache_dim row, and q_full's rope part inside its hd row.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "numeric.h"
+#include "sparkrt/numeric.h"
 #include "operands.h"
 #include "reference.h"
 #include "split_softmax.h"

@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/plugin_sdk.h"
 #include "sparkrt/status_macros.h"
 
@@ -101,6 +102,10 @@ struct Registrar {
   explicit Registrar(Registration* r);
 };
 }  // namespace detail
+
+// The number formats by their plain names, in the references' namespace and
+// in every kernel body that uses it.
+using namespace ::sparkrt::numeric;  // NOLINT(build/namespaces)
 
 }  // namespace sparkrt::reference
 

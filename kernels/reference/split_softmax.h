@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "numeric.h"
+#include "sparkrt/numeric.h"
 
 namespace sparkrt::reference {
 

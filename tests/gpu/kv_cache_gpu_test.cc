@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "gpu_test_support.h"
-#include "reference/numeric.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/sparkrt.h"
 
@@ -26,8 +26,8 @@ namespace sparkrt {
 namespace {
 
 namespace ops = sparkrt::ops;
-using reference::bf16_bits;
-using reference::fp8_bits;
+using numeric::bf16_bits;
+using numeric::fp8_bits;
 using namespace gpu_test;
 
 // One device with its resolved kernels.
@@ -52,7 +52,7 @@ std::vector<bf16_bits> random_bf16(std::mt19937_64& gen, size_t n, float lo = 0.
   std::uniform_real_distribution<float> mag(lo, hi);
   std::bernoulli_distribution neg(0.5);
   std::vector<bf16_bits> v(n);
-  for (auto& x : v) x = reference::f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
+  for (auto& x : v) x = sparkrt::numeric::f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
   return v;
 }
 
@@ -61,7 +61,7 @@ std::vector<fp8_bits> random_fp8(std::mt19937_64& gen, size_t n, float lo, float
   std::uniform_real_distribution<float> mag(lo, hi);
   std::bernoulli_distribution neg(0.5);
   std::vector<fp8_bits> v(n);
-  for (auto& x : v) x = reference::f32_to_fp8_e4m3(neg(gen) ? -mag(gen) : mag(gen));
+  for (auto& x : v) x = sparkrt::numeric::f32_to_fp8_e4m3(neg(gen) ? -mag(gen) : mag(gen));
   return v;
 }
 
@@ -223,8 +223,8 @@ void check_close_rows(const Twin& t, size_t row, double rel, double abs_frac, De
   CHECK(bad == 0);
 }
 
-double bf16d(uint16_t b) { return reference::bf16_to_f32(b); }
-double fp8d(uint8_t b) { return reference::fp8_e4m3_to_f32(b); }
+double bf16d(uint16_t b) { return sparkrt::numeric::bf16_to_f32(b); }
+double fp8d(uint8_t b) { return sparkrt::numeric::fp8_e4m3_to_f32(b); }
 
 TEST_CASE("fused K norm + RoPE cache writes match the reference") {
   Pair& p = pair();

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "gpu_test_support.h"
-#include "reference/numeric.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/ops/k3_mla_decode.h"
 #include "sparkrt/ops/mla.h"
 #include "sparkrt/sparkrt.h"
@@ -27,8 +27,8 @@ namespace sparkrt {
 namespace {
 
 namespace ops = sparkrt::ops;
-using reference::bf16_bits;
-using reference::fp8_bits;
+using numeric::bf16_bits;
+using numeric::fp8_bits;
 using namespace gpu_test;
 
 // One device with both kernel sets resolved.
@@ -58,7 +58,7 @@ float random_mag(std::mt19937_64& gen, float lo, float hi) {
 std::vector<bf16_bits> random_bf16(std::mt19937_64& gen, size_t n, float lo = 0.25f,
                                    float hi = 2.0f) {
   std::vector<bf16_bits> v(n);
-  for (auto& x : v) x = reference::f32_to_bf16(random_mag(gen, lo, hi));
+  for (auto& x : v) x = sparkrt::numeric::f32_to_bf16(random_mag(gen, lo, hi));
   return v;
 }
 std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f, float hi = 2.0f) {
@@ -69,12 +69,12 @@ std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f, 
 // e4m3 codes of values of magnitude [lo, hi] (never zero, never NaN).
 std::vector<fp8_bits> random_fp8(std::mt19937_64& gen, size_t n, float lo, float hi) {
   std::vector<fp8_bits> v(n);
-  for (auto& x : v) x = reference::f32_to_fp8_e4m3(random_mag(gen, lo, hi));
+  for (auto& x : v) x = sparkrt::numeric::f32_to_fp8_e4m3(random_mag(gen, lo, hi));
   return v;
 }
 
-double bf16d(uint16_t b) { return reference::bf16_to_f32(b); }
-double fp8d(uint8_t b) { return reference::fp8_e4m3_to_f32(b); }
+double bf16d(uint16_t b) { return sparkrt::numeric::bf16_to_f32(b); }
+double fp8d(uint8_t b) { return sparkrt::numeric::fp8_e4m3_to_f32(b); }
 
 // Counts of one elementwise comparison.
 struct Tally {
@@ -295,7 +295,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
         // Any nibble pattern is a value; scales small enough for a soft softmax.
         for (uint64_t i = 0; i < layout.data_section_bytes; ++i) base[i] = uint8_t(gen());
         for (uint64_t i = layout.data_section_bytes; i < stride; ++i)
-          base[i] = reference::f32_to_fp8_e4m3(
+          base[i] = sparkrt::numeric::f32_to_fp8_e4m3(
               std::uniform_real_distribution<float>(0.05f, 0.4f)(gen));
       }
     for (uint64_t b = 0; b < pool_blocks; ++b)

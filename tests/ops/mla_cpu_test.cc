@@ -14,8 +14,8 @@
 using namespace opstest;
 using namespace mlatest;
 namespace ops = sparkrt::ops;
-using sparkrt::reference::f32_to_bf16;
-using sparkrt::reference::f32_to_fp8_e4m3;
+using sparkrt::numeric::f32_to_bf16;
+using sparkrt::numeric::f32_to_fp8_e4m3;
 
 namespace {
 

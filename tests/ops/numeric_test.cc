@@ -1,4 +1,4 @@
-// The host number formats (kernels/reference/numeric.h) against oracles
+// The host number formats (sparkrt/numeric.h) against oracles
 // written here from the definitions: the nearest representable value found
 // by search in float64, ties to the even code, saturation for fp8.
 #include <bit>
@@ -11,7 +11,7 @@
 #include "ops_test_support.h"
 
 using namespace opstest;
-using namespace sparkrt::reference;
+using namespace sparkrt::numeric;
 
 namespace {
 
@@ -150,4 +150,16 @@ TEST_CASE("fp8 e4m3fn encode is nearest even with saturation") {
   CHECK(f32_to_fp8_e4m3(std::nanf("")) == kFp8E4m3Nan);
   CHECK(f32_to_fp8_e4m3(-std::nanf("")) == kFp8E4m3Nan);
   CHECK(f32_to_fp8_e4m3(-0.0f) == 0x80);
+}
+
+TEST_CASE("fp4 e2m1 decode follows the format definition") {
+  // Sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0; exponent 0 is
+  // subnormal (0 or 0.5).
+  for (uint8_t code = 0; code < 16; ++code) {
+    const int e = (code >> 1) & 3, m = code & 1;
+    const double mag = e == 0 ? 0.5 * m : std::ldexp(1.0 + 0.5 * m, e - 1);
+    CHECK(double(e2m1_to_f32(code)) == ((code & 8) ? -mag : mag));
+    // The high bits are ignored.
+    CHECK(e2m1_to_f32(static_cast<uint8_t>(code | 0xf0)) == e2m1_to_f32(code));
+  }
 }

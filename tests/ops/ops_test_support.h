@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "reference/numeric.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/sparkrt.h"
 #include "status_checks.h"
 
 namespace opstest {
 
-using sparkrt::reference::bf16_bits;
-using sparkrt::reference::fp8_bits;
+using sparkrt::numeric::bf16_bits;
+using sparkrt::numeric::fp8_bits;
 using sparkrt::testing::contains;
 using sparkrt::testing::fresh_seed;
 
@@ -90,12 +90,12 @@ inline std::vector<bf16_bits> random_bf16(std::mt19937_64& gen, size_t n, float 
   std::uniform_real_distribution<float> mag(lo, hi);
   std::bernoulli_distribution neg(0.5);
   std::vector<bf16_bits> v(n);
-  for (auto& x : v) x = sparkrt::reference::f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
+  for (auto& x : v) x = sparkrt::numeric::f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
   return v;
 }
 
-inline double bf16_value(bf16_bits b) { return sparkrt::reference::bf16_to_f32(b); }
-inline double fp8_value(fp8_bits b) { return sparkrt::reference::fp8_e4m3_to_f32(b); }
+inline double bf16_value(bf16_bits b) { return sparkrt::numeric::bf16_to_f32(b); }
+inline double fp8_value(fp8_bits b) { return sparkrt::numeric::fp8_e4m3_to_f32(b); }
 
 // The spacing of e4m3 values around |x| (subnormals: 2^-9).
 inline double fp8_ulp(double x) {

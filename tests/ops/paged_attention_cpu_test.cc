@@ -97,9 +97,9 @@ Problem make_problem(std::mt19937_64& gen, CacheType type, uint32_t q_heads, uin
     p.k_fp8.resize(pool);
     p.v_fp8.resize(pool);
     for (uint64_t i = 0; i < pool; ++i) {
-      p.k_fp8[i] = live[i] ? sparkrt::reference::f32_to_fp8_e4m3(bf16_value(kf[i]) / p.k_scale)
+      p.k_fp8[i] = live[i] ? sparkrt::numeric::f32_to_fp8_e4m3(bf16_value(kf[i]) / p.k_scale)
                            : fp8_bits{0x7f};
-      p.v_fp8[i] = live[i] ? sparkrt::reference::f32_to_fp8_e4m3(bf16_value(vf[i]) / p.v_scale)
+      p.v_fp8[i] = live[i] ? sparkrt::numeric::f32_to_fp8_e4m3(bf16_value(vf[i]) / p.v_scale)
                            : fp8_bits{0x7f};
     }
   }

@@ -6,16 +6,21 @@
 //   f32_to_bf16      == __float2bfloat16_rn (nearest even; NaN -> 0x7fff)
 //   f32_to_fp8_e4m3  == __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3)
 //                       (nearest even; beyond ±448 -> ±448; NaN -> 0x7f)
+//   e2m1_to_f32      the FP4 E2M1 element of NVFP4 (decode only: the kernels
+//                    read it, nothing on the host writes it)
 //
-// Header-only and dependency-free: references, tests and tools include it.
-#ifndef SPARKRT_KERNELS_REFERENCE_NUMERIC_H_
-#define SPARKRT_KERNELS_REFERENCE_NUMERIC_H_
+// Header-only and dependency-free (C++20), installed with sparkrt as target
+// sparkrt::numeric: applications convert their data with it, and the cpu
+// backend's reference kernels, the tests, the benchmarks and the demo use
+// the same functions.
+#ifndef SPARKRT_NUMERIC_H_
+#define SPARKRT_NUMERIC_H_
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
-namespace sparkrt::reference {
+namespace sparkrt::numeric {
 
 using bf16_bits = uint16_t;
 using fp8_bits = uint8_t;
@@ -70,10 +75,18 @@ inline fp8_bits f32_to_fp8_e4m3(float f) {
   return sign | static_cast<fp8_bits>(code > 0x7e ? 0x7e : code);
 }
 
+// E2M1 (the NVFP4 element) in the low 4 bits: sign, 2 exponent bits, 1
+// mantissa bit; every one of the 16 codes is a number.
+inline float e2m1_to_f32(uint8_t nibble) {
+  static constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float v = kMagnitude[nibble & 7u];
+  return (nibble & 8u) ? -v : v;
+}
+
 // Round-trip helpers: the value a kernel actually stores.
 inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 inline float round_fp8_e4m3(float f) { return fp8_e4m3_to_f32(f32_to_fp8_e4m3(f)); }
 
-}  // namespace sparkrt::reference
+}  // namespace sparkrt::numeric
 
-#endif  // SPARKRT_KERNELS_REFERENCE_NUMERIC_H_
+#endif  // SPARKRT_NUMERIC_H_
