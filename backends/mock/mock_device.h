@@ -87,17 +87,24 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   MockDevice(uint64_t serial, void (*on_close)(sdk::Device*));
   ~MockDevice() override;
 
+  // The calls are defined by responsibility, one file each (README.md).
+
+  // ---- mock_options.cc: properties and the environment ----
   // Opens the SPARKRT_MOCK_LOG file, when set, and applies
   // SPARKRT_MOCK_PROPERTIES (README.md).
   absl::Status init_from_environment();
+  absl::Status properties(SparkrtDeviceProperties& out) override;
 
-  // ---- sdk::Device ----
+  // ---- mock_device.cc: lifetime ----
   // Writes the log's device_close line and closes the log; an error says a
   // write of it failed (the device is destroyed either way).
   absl::Status close() override;
-  absl::Status properties(SparkrtDeviceProperties& out) override;
+
+  // ---- mock_module.cc: modules (and, from MockModule, kernel lookups) ----
   absl::StatusOr<std::unique_ptr<sdk::Module>> load_module(
       std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) override;
+
+  // ---- mock_memory.cc: memory and copies ----
   absl::StatusOr<SparkrtDevicePtr> alloc(uint64_t bytes) override;
   absl::Status free(SparkrtDevicePtr ptr) override;
   absl::StatusOr<void*> host_alloc(uint64_t bytes) override;
@@ -105,10 +112,8 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   absl::Status memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes, SparkrtStream stream,
                       bool blocking) override;
   absl::Status memcpy(const SparkrtMemcpyArgs& copy) override;
-  // ---- sdk::GraphCapable: capture records calls, replays re-issue them ----
-  sdk::GraphRecorder& graphs() override { return graphs_; }
-  absl::Status check_stream(SparkrtStream stream) override;
 
+  // ---- mock_streams.cc: streams and events ----
   absl::StatusOr<SparkrtStream> create_stream() override;
   absl::Status destroy_stream(SparkrtStream stream) override;
   absl::Status synchronize(SparkrtStream stream) override;
@@ -118,9 +123,14 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   absl::Status synchronize_event(SparkrtEvent event) override;
   absl::Status wait_event(SparkrtStream stream, SparkrtEvent event) override;
   absl::StatusOr<float> elapsed_ms(SparkrtEvent start, SparkrtEvent end) override;
+  // sdk::GraphCapable: capture records calls, replays re-issue them.
+  sdk::GraphRecorder& graphs() override { return graphs_; }
+  absl::Status check_stream(SparkrtStream stream) override;
+
+  // ---- mock_launch.cc: launch checks, recording and its log line ----
   absl::Status launch(const sdk::Launch& launch) override;
 
-  // ---- the sparkrt.mock.v1 extension (see sparkrt/extensions/mock.h) ----
+  // ---- mock_inspect.cc: the sparkrt.mock.v1 extension (sparkrt/extensions/mock.h) ----
   void reset();
   void counters(SparkrtMockCounters& out);
   absl::Status stream_counters(SparkrtStream stream, SparkrtMockStreamCounters& out);
@@ -181,12 +191,13 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
     uint8_t kind;
   };
 
-  // Called by modules, with mu_ not held.
+  // mock_module.cc; called by modules, with mu_ not held.
   absl::StatusOr<sdk::Kernel*> resolve(MockModule& module, std::string_view entry,
                                        std::span<const SparkrtParamInfo> params);
   void module_unloaded(MockModule& module);
 
   // The rest expect mu_ held.
+  // mock_device.cc: used by every part.
   const char* intern(std::string_view s);
   // Counts and logs a failed call; returns `status` unchanged.
   absl::Status note(std::string_view call, absl::Status status);
@@ -195,9 +206,11 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   // closes: a trace with a hole must not pass for a whole one.
   absl::Status log_refusal(std::string_view call);
   void log_close();
+  // mock_streams.cc
   absl::StatusOr<StreamState*> find_stream(SparkrtStream stream, std::string_view call);
   absl::StatusOr<EventState*> find_event(SparkrtEvent event, std::string_view call);
   std::string live_streams() const;
+  // mock_launch.cc
   void log_launch(const sdk::Launch& launch, const MockKernel& kernel);
   void append_arg_json(std::string& out, uint8_t kind, std::span<const std::byte> bytes) const;
 

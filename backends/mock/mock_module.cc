@@ -1,7 +1,11 @@
 // Modules and kernels of the mock: a module is the list of `.entry` names in
-// its PTX; a kernel is a (module, entry) the runtime resolved.
+// its PTX; a kernel is a (module, entry) the runtime resolved, once, unless a
+// denial (deny_lookup) refuses it. Every lookup is recorded.
+#include <algorithm>
 #include <cctype>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "mock_device.h"
 
 namespace sparkrt::mock {
@@ -50,6 +54,105 @@ MockModule::~MockModule() {
 absl::StatusOr<sdk::Kernel*> MockModule::get_kernel(std::string_view entry,
                                                     std::span<const SparkrtParamInfo> params) {
   return device_.resolve(*this, entry, params);
+}
+
+absl::StatusOr<std::unique_ptr<sdk::Module>> MockDevice::load_module(
+    std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) {
+  std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("module_load");
+  if (format != SPARKRT_IMAGE_PTX) {
+    return note("module_load", absl::InvalidArgumentError(absl::StrFormat(
+                                   "module_load(%s): image format %d is not PTX; the mock "
+                                   "accepts PTX images only (see image_formats)",
+                                   name, static_cast<int>(format))));
+  }
+  if (image.empty()) {
+    return note("module_load", absl::InvalidArgumentError(absl::StrFormat(
+                                   "module_load(%s): empty PTX image", name)));
+  }
+  std::string_view ptx(reinterpret_cast<const char*>(image.data()), image.size());
+  if (const size_t nul = ptx.find('\0'); nul != std::string_view::npos) ptx = ptx.substr(0, nul);
+  auto module = std::make_unique<MockModule>(*this, intern(name), ptx_entries(ptx));
+  modules_.insert(module.get());
+  ++counters_.module_loads;
+  if (log_.is_open()) {
+    scratch_.clear();  // not assign("["): GCC 12 -O3 reports a false -Wrestrict
+    scratch_.push_back('[');
+    for (size_t i = 0; i < module->entries_.size(); ++i) {
+      if (i != 0) scratch_.push_back(',');
+      JsonLog::append_string(scratch_, module->entries_[i]);
+    }
+    scratch_.push_back(']');
+    log_.begin("module_load");
+    log_.field("module", name);
+    log_.field("format", "ptx");
+    log_.raw_field("entries", scratch_);
+    log_.end();
+  }
+  return std::unique_ptr<sdk::Module>(std::move(module));
+}
+
+void MockDevice::module_unloaded(MockModule& module) {
+  std::lock_guard lock(mu_);
+  modules_.erase(&module);
+  if (log_.is_open()) {
+    log_.begin("module_unload");
+    log_.field("module", module.name_);
+    log_.end();
+  }
+}
+
+absl::StatusOr<sdk::Kernel*> MockDevice::resolve(MockModule& module, std::string_view entry,
+                                                 std::span<const SparkrtParamInfo> params) {
+  std::lock_guard lock(mu_);
+  if (!log_.status().ok()) return log_refusal("kernel_get");
+  ++counters_.lookups;
+  const char* entry_name = intern(entry);
+  LookupRecord& rec = lookups_.emplace_back(
+      LookupRecord{module.name_, entry_name, absl::StatusCode::kOk, 0});
+  absl::Status status;
+  MockKernel* kernel = nullptr;
+  const std::string_view module_name = module.name_;
+  for (const Denial& d : denials_) {
+    if ((d.module.empty() || d.module == module_name) && (d.entry.empty() || d.entry == entry)) {
+      status = absl::Status(d.code, absl::StrFormat(
+                                        "kernel_get(%s, %s): lookup denied by mock fault "
+                                        "injection (deny_lookup, %s)",
+                                        module_name, entry, absl::StatusCodeToString(d.code)));
+      break;
+    }
+  }
+  if (status.ok()) {
+    const auto& entries = module.entries_;
+    if (std::find(entries.begin(), entries.end(), entry) == entries.end()) {
+      status = absl::NotFoundError(absl::StrFormat(
+          "kernel_get: module '%s' has no entry '%s'; its entries are: %s", module_name, entry,
+          entries.empty() ? std::string("(none)") : absl::StrJoin(entries, ", ")));
+    }
+  }
+  if (status.ok()) {
+    auto it = module.kernels_.find(std::string(entry));
+    if (it == module.kernels_.end()) {
+      it = module.kernels_
+               .emplace(std::string(entry),
+                        std::make_unique<MockKernel>(this, next_kernel_id_++, module.name_,
+                                                     entry_name, params))
+               .first;
+    }
+    kernel = it->second.get();
+    rec.kernel_id = kernel->id;
+  }
+  rec.code = status.code();
+  if (log_.is_open()) {
+    log_.begin("kernel_get");
+    log_.field("module", module_name);
+    log_.field("entry", entry);
+    log_.field("kernel", rec.kernel_id);
+    log_.field("status", absl::StatusCodeToString(status.code()));
+    log_.end();
+  }
+  if (!status.ok()) return note("kernel_get", status);
+  return kernel;
 }
 
 }  // namespace sparkrt::mock
