@@ -50,7 +50,7 @@
 #include "sparkrt_kernel_utils.cuh"
 
 // Build-time tuning switches; the defaults are the versions measured best
-// on the H200 (docs/benchmarks.md, "KV-cache ops").
+// on the H200 (docs/benchmark-notes.md, "Paged decode attention").
 //
 // Tokens per warp iteration for head_dim 65..128, in 8-token groups (2: 16
 // tokens, 1: 8), per cache dtype; head_dim <= 64 uses 2 and head_dim above

@@ -441,7 +441,7 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
   // many when it takes the one-launch merge, whose cost grows with the
   // splits): bandwidth bounds such splits. Launches without staging (rows
   // loaded into registers, few bytes in flight) take two below the merge, as
-  // one was not measured there. Measured on the H200 (docs/benchmarks.md,
+  // one was not measured there. Measured on the H200 (docs/benchmark-notes.md,
   // "Split count").
   const uint64_t token_bytes = 2ull * s.head_dim * s.elem_bytes;  // K and V rows
   const uint64_t one_per_sm = sms / ctas;

@@ -218,7 +218,7 @@ namespace {
 constexpr uint32_t kMlaTiledTeamBytes = 21184;
 constexpr uint32_t kMlaTiledQScaleBytes = 64;
 constexpr uint32_t kMlaTiledFlagBytes = 96;
-// A fifth stage fits an H200 but measured slower (docs/benchmarks.md).
+// A fifth stage fits an H200 but is slower (docs/benchmark-notes.md, "Score loop and stages").
 constexpr uint32_t kMlaTiledMaxStages = 4;
 // The per-head geometry's scratch (q as f32, one chunk of scores), dynamic so
 // that the entry has no static shared memory to subtract from the tiled
