@@ -4,9 +4,10 @@
 #   make deps      install missing build dependencies (apt; only what is missing)
 #   make build     configure (CMake + Ninja) and build into $(BUILD)
 #   make test      build, then run every test (GPU tests skip without a GPU)
-#   make demo      build, then `sparkrt info` and `sparkrt demo` (one decode step of a
-#                  small attention layer, checked and timed) on the auto-selected
-#                  backend (cpu without a GPU), or DEMO_BACKEND=cuda|cpu|mock
+#   make demo      build the tool and the plugins it loads (not the tests and
+#                  benchmarks), then `sparkrt info` and `sparkrt demo` (one decode
+#                  step of a small attention layer, checked and timed) on the
+#                  auto-selected backend (cpu without a GPU), or DEMO_BACKEND=cuda|cpu|mock
 #   make sanitize  build into $(SANITIZE_BUILD) with ASan + UBSan and run the tests
 #   make tsan      build into $(TSAN_BUILD) with ThreadSanitizer and run the
 #                  concurrency tests (CTest label `concurrency`)
@@ -46,7 +47,7 @@ NVCC_HINT := /usr/local/cuda/bin
 
 CTEST := ctest --output-on-failure --no-tests=error -j$(TEST_JOBS)
 
-.PHONY: deps build test demo sanitize tsan fuzz install clean
+.PHONY: deps configure build test demo sanitize tsan fuzz install clean
 
 deps:
 	@missing=""; \
@@ -64,8 +65,10 @@ deps:
 	  echo "deps: nvcc not found (looked in PATH and $(NVCC_HINT)); install the CUDA 13 toolkit" \
 	       "from NVIDIA: kernels are compiled to PTX and cubins at build time" >&2; exit 1; }
 
-build: deps
+configure: deps
 	cmake -G Ninja -S . -B $(BUILD) $(CMAKE_ARGS)
+
+build: configure
 	ninja -C $(BUILD) -j$(JOBS)
 
 test: build
@@ -74,7 +77,12 @@ test: build
 # Empty DEMO_BACKEND: SPARKRT_BACKEND from the environment, else auto.
 DEMO_ENV := $(if $(DEMO_BACKEND),SPARKRT_BACKEND=$(DEMO_BACKEND))
 
-demo: build
+# What `sparkrt info` and `sparkrt demo` load at run time: the tool (the
+# kernels are embedded in libsparkrt) and the in-tree backend plugins.
+DEMO_TARGETS := sparkrt_cli sparkrt_backend_cuda sparkrt_backend_cpu sparkrt_backend_mock
+
+demo: configure
+	ninja -C $(BUILD) -j$(JOBS) $(DEMO_TARGETS)
 	$(DEMO_ENV) $(BUILD)/bin/sparkrt info
 	@echo
 	$(DEMO_ENV) $(BUILD)/bin/sparkrt demo
