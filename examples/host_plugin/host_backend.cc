@@ -1,7 +1,8 @@
 // example_host: a complete sparkrt backend plugin in one file, written
-// against the plugin SDK only. Device memory is host memory, and the two
-// kernels it runs, vector_add_f32 and fill_u32 (the vector_ops module), run
-// on the calling thread. It passes `sparkrt conformance`, which skips the
+// against the plugin SDK only. Device memory is host memory behind the SDK's
+// checked address space (sparkrt/sdk/address_space.h, library
+// sparkrt::plugin_support), and the two kernels it runs, vector_add_f32 and
+// fill_u32 (the vector_ops module), run on the calling thread. It passes `sparkrt conformance`, which skips the
 // graph cases because it offers no sparkrt.graph.v1. It shows what a backend
 // implements; a real one talks to a driver instead.
 //
@@ -9,10 +10,10 @@
 // order trivially, streams are plain handles, and an event holds the time at
 // which it was recorded.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -22,12 +23,17 @@
 #include <string>
 
 #include "sparkrt/plugin_sdk.h"
+#include "sparkrt/sdk/address_space.h"
 
 namespace {
 
 namespace sdk = sparkrt::sdk;
 
 constexpr uint64_t kTotalMemory = 1ull << 30;  // what the device claims to have
+// Device addresses are not host addresses: each device has its own range, so
+// a pointer of another device, or a host pointer, is caught.
+constexpr uint64_t kAddressBase = 0x5f0000000000;
+constexpr uint64_t kAddressSpan = 1ull << 40;
 
 // The kernels this backend implements.
 enum class Entry { kVectorAdd, kFill };
@@ -73,11 +79,11 @@ class HostModule final : public sdk::Module {
   HostKernel fill_{Entry::kFill};
 };
 
+// One lock guards everything; every call takes it first.
 class HostDevice final : public sdk::Device {
  public:
-  ~HostDevice() override {
-    for (const auto& [addr, size] : allocations_) std::free(reinterpret_cast<void*>(addr));
-  }
+  explicit HostDevice(uint64_t serial)
+      : memory_(kAddressBase + serial * kAddressSpan, kAddressSpan) {}
 
   absl::Status properties(SparkrtDeviceProperties& out) override {
     std::snprintf(out.name, sizeof(out.name), "%s", "sparkrt example host device");
@@ -109,53 +115,30 @@ class HostDevice final : public sdk::Device {
 
   absl::StatusOr<SparkrtDevicePtr> alloc(uint64_t bytes) override {
     std::lock_guard lock(mu_);
-    if (bytes > kTotalMemory - live_bytes_) {
+    if (bytes > kTotalMemory - memory_.live_bytes()) {
       return absl::ResourceExhaustedError("example_host: out of device memory");
     }
-    // Rounded up: aligned_alloc wants a multiple of the alignment.
-    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (p == nullptr) return absl::ResourceExhaustedError("example_host: out of host memory");
-    const auto addr = reinterpret_cast<SparkrtDevicePtr>(p);
-    allocations_[addr] = bytes;
-    live_bytes_ += bytes;
-    return addr;
+    auto allocation = memory_.allocate(bytes);
+    if (!allocation.ok()) return allocation.status();
+    return (*allocation)->base;
   }
 
   absl::Status free(SparkrtDevicePtr ptr) override {
     std::lock_guard lock(mu_);
-    auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return absl::InvalidArgumentError("example_host: free of a pointer alloc did not return");
-    }
-    live_bytes_ -= it->second;
-    std::free(reinterpret_cast<void*>(ptr));
-    allocations_.erase(it);
-    return absl::OkStatus();
+    return memory_.release(ptr).status();
   }
 
   absl::Status memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes, SparkrtStream stream,
                       bool) override {
+    std::lock_guard lock(mu_);
     if (auto s = check_stream(stream); !s.ok()) return s;
-    if (auto s = check_range(dst, bytes, "memset"); !s.ok()) return s;
-    if (bytes > 0) std::memset(reinterpret_cast<void*>(dst), value, bytes);
-    return absl::OkStatus();
+    return memory_.fill(dst, value, bytes);
   }
 
   absl::Status memcpy(const SparkrtMemcpyArgs& copy) override {
+    std::lock_guard lock(mu_);
     if (auto s = check_stream(copy.stream); !s.ok()) return s;
-    void* dst = copy.dst_host;
-    const void* src = copy.src_host;
-    if (copy.kind != SPARKRT_COPY_D2H) {
-      if (auto s = check_range(copy.dst_device, copy.bytes, "copy destination"); !s.ok()) return s;
-      dst = reinterpret_cast<void*>(copy.dst_device);
-    }
-    if (copy.kind != SPARKRT_COPY_H2D) {
-      if (auto s = check_range(copy.src_device, copy.bytes, "copy source"); !s.ok()) return s;
-      src = reinterpret_cast<const void*>(copy.src_device);
-    }
-    // Zero bytes may come with a null host pointer.
-    if (copy.bytes > 0) std::memmove(dst, src, copy.bytes);
-    return absl::OkStatus();
+    return memory_.copy(copy);
   }
 
   absl::StatusOr<SparkrtStream> create_stream() override {
@@ -169,7 +152,10 @@ class HostDevice final : public sdk::Device {
     if (streams_.erase(stream) == 1) return absl::OkStatus();
     return unknown("stream", stream);
   }
-  absl::Status synchronize(SparkrtStream stream) override { return check_stream(stream); }
+  absl::Status synchronize(SparkrtStream stream) override {
+    std::lock_guard lock(mu_);
+    return check_stream(stream);
+  }
 
   absl::StatusOr<SparkrtEvent> create_event() override {
     std::lock_guard lock(mu_);
@@ -183,8 +169,8 @@ class HostDevice final : public sdk::Device {
     return unknown("event", event);
   }
   absl::Status record_event(SparkrtEvent event, SparkrtStream stream) override {
-    if (auto s = check_stream(stream); !s.ok()) return s;
     std::lock_guard lock(mu_);
+    if (auto s = check_stream(stream); !s.ok()) return s;
     auto it = events_.find(event);
     if (it == events_.end()) return unknown("event", event);
     it->second = Clock::now();  // the work before it is done: every call is synchronous
@@ -192,11 +178,12 @@ class HostDevice final : public sdk::Device {
   }
   absl::Status synchronize_event(SparkrtEvent event) override {
     std::lock_guard lock(mu_);
-    return events_.contains(event) ? absl::OkStatus() : unknown("event", event);
+    return check_event(event);
   }
   absl::Status wait_event(SparkrtStream stream, SparkrtEvent event) override {
+    std::lock_guard lock(mu_);
     if (auto s = check_stream(stream); !s.ok()) return s;
-    return synchronize_event(event);
+    return check_event(event);
   }
   absl::StatusOr<float> elapsed_ms(SparkrtEvent start, SparkrtEvent end) override {
     std::lock_guard lock(mu_);
@@ -216,8 +203,10 @@ class HostDevice final : public sdk::Device {
 
   // The runtime has checked the arguments against the PTX signature and the
   // geometry against the properties; the pointers are still checked here, as
-  // a GPU's memory protection would.
+  // a GPU's memory protection would. The lock is held while the kernel runs,
+  // so its buffers cannot be freed under it.
   absl::Status launch(const sdk::Launch& l) override {
+    std::lock_guard lock(mu_);
     if (auto s = check_stream(l.stream); !s.ok()) return s;
     const uint32_t n = arg<uint32_t>(l, l.arg_offsets.size() - 1);  // both end with n
     // One thread per element along x; threads with i >= n do nothing.
@@ -225,21 +214,19 @@ class HostDevice final : public sdk::Device {
     if (count == 0) return absl::OkStatus();
     switch (static_cast<const HostKernel*>(l.kernel)->entry) {
       case Entry::kVectorAdd: {
-        const auto a = arg<SparkrtDevicePtr>(l, 0), b = arg<SparkrtDevicePtr>(l, 1),
-                   out = arg<SparkrtDevicePtr>(l, 2);
-        for (SparkrtDevicePtr p : {a, b, out}) {
-          if (auto s = check_range(p, count * 4, "vector_add_f32 argument"); !s.ok()) return s;
-        }
-        const auto* fa = reinterpret_cast<const float*>(a);
-        const auto* fb = reinterpret_cast<const float*>(b);
-        auto* fo = reinterpret_cast<float*>(out);
-        for (uint64_t i = 0; i < count; ++i) fo[i] = fa[i] + fb[i];
+        auto a = buffer<const float>(l, 0, count, "vector_add_f32 a");
+        if (!a.ok()) return a.status();
+        auto b = buffer<const float>(l, 1, count, "vector_add_f32 b");
+        if (!b.ok()) return b.status();
+        auto out = buffer<float>(l, 2, count, "vector_add_f32 out");
+        if (!out.ok()) return out.status();
+        for (uint64_t i = 0; i < count; ++i) (*out)[i] = (*a)[i] + (*b)[i];
         return absl::OkStatus();
       }
       case Entry::kFill: {
-        const auto out = arg<SparkrtDevicePtr>(l, 0);
-        if (auto s = check_range(out, count * 4, "fill_u32 out"); !s.ok()) return s;
-        std::fill_n(reinterpret_cast<uint32_t*>(out), count, arg<uint32_t>(l, 1));
+        auto out = buffer<uint32_t>(l, 0, count, "fill_u32 out");
+        if (!out.ok()) return out.status();
+        std::fill_n(*out, count, arg<uint32_t>(l, 1));
         return absl::OkStatus();
       }
     }
@@ -256,22 +243,20 @@ class HostDevice final : public sdk::Device {
     return value;
   }
 
-  absl::Status check_range(SparkrtDevicePtr ptr, uint64_t bytes, const char* what) {
-    std::lock_guard lock(mu_);
-    auto it = allocations_.upper_bound(ptr);
-    if (it != allocations_.begin()) {
-      --it;
-      if (ptr - it->first <= it->second && bytes <= it->second - (ptr - it->first)) {
-        return absl::OkStatus();
-      }
-    }
-    return absl::OutOfRangeError(std::string("example_host: ") + what +
-                                 " is not inside a live allocation");
+  // The host memory behind pointer argument `i`, which must hold `count`
+  // elements of T in one live allocation.
+  template <typename T>
+  absl::StatusOr<T*> buffer(const sdk::Launch& l, size_t i, uint64_t count, const char* what) {
+    auto p = memory_.resolve(arg<SparkrtDevicePtr>(l, i), count * sizeof(T), what);
+    if (!p.ok()) return p.status();
+    return reinterpret_cast<T*>(*p);
   }
 
-  absl::Status check_stream(SparkrtStream stream) {
-    std::lock_guard lock(mu_);
+  absl::Status check_stream(SparkrtStream stream) const {
     return stream == 0 || streams_.contains(stream) ? absl::OkStatus() : unknown("stream", stream);
+  }
+  absl::Status check_event(SparkrtEvent event) const {
+    return events_.contains(event) ? absl::OkStatus() : unknown("event", event);
   }
 
   static absl::Status unknown(const char* what, uint64_t handle) {
@@ -280,8 +265,7 @@ class HostDevice final : public sdk::Device {
   }
 
   std::mutex mu_;
-  std::map<SparkrtDevicePtr, uint64_t> allocations_;  // base -> bytes
-  uint64_t live_bytes_ = 0;
+  sdk::AddressSpace memory_;
   std::set<SparkrtStream> streams_;
   std::map<SparkrtEvent, std::optional<Clock::time_point>> events_;  // -> when recorded
   uint64_t next_handle_ = 0;
@@ -292,8 +276,11 @@ class HostBackend final : public sdk::Backend {
   absl::StatusOr<int> device_count() override { return 1; }
   absl::StatusOr<std::unique_ptr<sdk::Device>> open_device(int index) override {
     if (index != 0) return absl::OutOfRangeError("example_host has one device, index 0");
-    return std::make_unique<HostDevice>();
+    return std::make_unique<HostDevice>(opened_++);
   }
+
+ private:
+  std::atomic<uint64_t> opened_{0};  // devices opened so far: each gets its own address range
 };
 
 }  // namespace

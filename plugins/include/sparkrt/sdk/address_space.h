@@ -1,9 +1,9 @@
 // A checked device address space for backends whose "device memory" is host
-// memory (the mock, the cpu reference backend): addresses in a private range
-// with real host storage behind every allocation, so copies, memsets and
-// reference kernels move real bytes, and every bad access is reported with
-// the allocation it hit (or nearly hit). copy() and fill() are such a
-// backend's memcpy and memset, checks included.
+// memory (the mock, the cpu reference backend, examples/host_plugin):
+// addresses in a private range with real host storage behind every
+// allocation, so copies, memsets and reference kernels move real bytes, and
+// every bad access is reported with the allocation it hit (or nearly hit).
+// copy() and fill() are such a backend's memcpy and memset, checks included.
 //
 // Addresses start at a base the backend picks per device, are 256-byte
 // aligned and are never reused: each allocation is followed by a guard gap,
