@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sparkrt/abi_names.h"
 #include "sparkrt/device.h"
 #include "sparkrt/extensions/mock.h"
 #include "sparkrt/kernel_launch.h"
@@ -113,20 +114,6 @@ struct MockPointerInfo {
 
 namespace detail {
 
-inline const char* mock_kind_name(ArgKind kind) {
-  switch (kind) {
-    case ArgKind::kPtr: return "ptr";
-    case ArgKind::kU32: return "u32";
-    case ArgKind::kI32: return "i32";
-    case ArgKind::kU64: return "u64";
-    case ArgKind::kI64: return "i64";
-    case ArgKind::kF32: return "f32";
-    case ArgKind::kF64: return "f64";
-    case ArgKind::kBytes: return "bytes";
-  }
-  return "unknown";
-}
-
 inline void print_dim3(std::ostream& os, Dim3 d) {
   os << '{' << d.x << ", " << d.y << ", " << d.z << '}';
 }
@@ -135,7 +122,7 @@ inline void print_dim3(std::ostream& os, Dim3 d) {
 
 // "u32 1", "ptr 0x7f0000000100", "f32 0.5", "bytes[8] 01 00 00 00 ...".
 inline std::ostream& operator<<(std::ostream& os, const MockArg& a) {
-  os << detail::mock_kind_name(a.kind);
+  os << abi_arg_kind_name(static_cast<uint8_t>(a.kind));  // as the mock log spells it
   char buf[64];
   auto v4 = a.as<uint32_t>();
   auto v8 = a.as<uint64_t>();
