@@ -8,23 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "mock_device.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt::mock {
 namespace {
-
-const char* kind_name(uint8_t kind) {
-  switch (kind) {
-    case SPARKRT_ARG_PTR: return "ptr";
-    case SPARKRT_ARG_U32: return "u32";
-    case SPARKRT_ARG_I32: return "i32";
-    case SPARKRT_ARG_U64: return "u64";
-    case SPARKRT_ARG_I64: return "i64";
-    case SPARKRT_ARG_F32: return "f32";
-    case SPARKRT_ARG_F64: return "f64";
-    case SPARKRT_ARG_BYTES: return "bytes";
-    default: return "unknown";
-  }
-}
 
 template <typename T>
 T load(std::span<const std::byte> bytes) {
@@ -133,7 +120,7 @@ absl::Status MockDevice::launch(const sdk::Launch& l) {
 void MockDevice::append_arg_json(std::string& out, uint8_t kind,
                                  std::span<const std::byte> bytes) const {
   out.push_back('{');
-  JsonLog::append_string(out, kind_name(kind));
+  JsonLog::append_string(out, abi_arg_kind_name(kind));
   out.push_back(':');
   const size_t n = bytes.size();
   if (kind == SPARKRT_ARG_PTR && n == 8) {

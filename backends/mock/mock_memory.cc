@@ -7,20 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "mock_device.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt::mock {
-namespace {
-
-const char* copy_name(SparkrtCopyKind kind) {
-  switch (kind) {
-    case SPARKRT_COPY_H2D: return "h2d";
-    case SPARKRT_COPY_D2H: return "d2h";
-    case SPARKRT_COPY_D2D: return "d2d";
-  }
-  return "unknown";
-}
-
-}  // namespace
 
 absl::StatusOr<SparkrtDevicePtr> MockDevice::alloc(uint64_t bytes) {
   std::lock_guard lock(mu_);
@@ -171,7 +160,7 @@ absl::Status MockDevice::memcpy(const SparkrtMemcpyArgs& copy) {
   ++tick_;
   if (log_.is_open()) {
     log_.begin("copy");
-    log_.field("kind", copy_name(copy.kind));
+    log_.field("kind", abi_copy_kind_name(copy.kind));
     if (copy.kind != SPARKRT_COPY_H2D) log_.field("src", memory_.describe(copy.src_device));
     if (copy.kind != SPARKRT_COPY_D2H) log_.field("dst", memory_.describe(copy.dst_device));
     log_.field("bytes", bytes);
