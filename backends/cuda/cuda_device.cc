@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt::cuda {
 namespace {
@@ -35,15 +36,6 @@ absl::Status read_shared_optin(uint32_t& out) {
 }
 
 std::string hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
-
-const char* copy_kind_name(SparkrtCopyKind kind) {
-  switch (kind) {
-    case SPARKRT_COPY_H2D: return "H2D";
-    case SPARKRT_COPY_D2H: return "D2H";
-    case SPARKRT_COPY_D2D: return "D2D";
-  }
-  return "?";
-}
 
 }  // namespace
 
@@ -358,7 +350,7 @@ absl::Status CudaDevice::memcpy(const SparkrtMemcpyArgs& c) {
   if ((c.kind == SPARKRT_COPY_H2D && c.src_host == nullptr) ||
       (c.kind == SPARKRT_COPY_D2H && c.dst_host == nullptr)) {
     return absl::InvalidArgumentError(absl::StrFormat("memcpy %s of %u bytes: null host pointer",
-                                                      copy_kind_name(c.kind), c.bytes));
+                                                      abi_copy_kind_name(c.kind), c.bytes));
   }
   SPARKRT_RETURN_IF_ERROR(make_current());
   absl::Status range = absl::OkStatus();
@@ -367,7 +359,7 @@ absl::Status CudaDevice::memcpy(const SparkrtMemcpyArgs& c) {
     range = check_range(c.src_device, c.bytes, "source");
   if (!range.ok()) {
     return absl::Status(
-        range.code(), absl::StrFormat("memcpy %s of %u bytes: %s", copy_kind_name(c.kind), c.bytes,
+        range.code(), absl::StrFormat("memcpy %s of %u bytes: %s", abi_copy_kind_name(c.kind), c.bytes,
                                       range.message()));
   }
   // Queue on the stream, then wait when blocking: the driver's synchronous
@@ -382,7 +374,7 @@ absl::Status CudaDevice::memcpy(const SparkrtMemcpyArgs& c) {
         c.kind == SPARKRT_COPY_H2D ? reinterpret_cast<uintptr_t>(c.src_host) : c.src_device;
     return absl::Status(
         st.code(), absl::StrFormat("memcpy %s %s -> %s, %u bytes, stream %s%s: %s",
-                                   copy_kind_name(c.kind), hex(src), hex(dst), c.bytes,
+                                   abi_copy_kind_name(c.kind), hex(src), hex(dst), c.bytes,
                                    hex(c.stream), c.blocking ? " (blocking)" : "", st.message()));
   }
   return absl::OkStatus();
