@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sparkrt/abi_names.h"
 #include "device_state.h"
 #include "log.h"
 #include "plugin.h"
@@ -430,10 +431,10 @@ absl::Status do_copy(DeviceState& s, SparkrtCopyKind kind, DevicePtr dst_dev, De
   SparkrtMemcpyArgs args{SPARKRT_MEMCPY_ARGS_SIZE, s.native, kind, dst_dev.addr, src_dev.addr,
                          dst_host, src_host, bytes, stream.handle, blocking ? 1 : 0};
   if (SparkrtError* e = s.api->memcpy(&args)) {
-    static constexpr const char* kNames[] = {"", "copy_h2d", "copy_d2h", "copy_d2d"};
     return s.plugin->status(
-        e, absl::StrFormat("%s: %s%s(%d bytes, stream %d)", s.plugin->name(), kNames[kind],
-                           blocking ? "" : "_async", bytes, stream.handle));
+        e, absl::StrFormat("%s: copy_%s%s(%d bytes, stream %d)", s.plugin->name(),
+                           abi_copy_kind_name(kind), blocking ? "" : "_async", bytes,
+                           stream.handle));
   }
   return absl::OkStatus();
 }
