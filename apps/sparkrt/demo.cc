@@ -2,7 +2,7 @@
 // (demo_layer.h) on the device the environment selects, checked and timed.
 //
 //   cpu      the step runs on the reference kernels; the check is against a
-//            float64 computation written from the contracts (demo_layer.cc).
+//            float64 computation written from the contracts (sparkrt/verify).
 //   a GPU    the same step also runs on a cpu device, and the GPU's caches
 //            and output are compared with it within docs/kernels.md's bounds.
 //   mock     records instead of computing: the demo says so and shows the
@@ -24,6 +24,7 @@
 #include "sparkrt/device.h"
 #include "sparkrt/status_macros.h"
 #include "sparkrt/testing/mock.h"
+#include "sparkrt/verify/tolerances.h"
 
 namespace sparkrt::cli {
 namespace {
@@ -82,13 +83,10 @@ struct Comparison {
   }
 };
 
-// docs/kernels.md, "Tolerances".
-double attention_tol(double ref, double max_abs_v) {
-  return std::ldexp(std::fabs(ref), -7) + std::ldexp(max_abs_v, -10);
-}
-double k_path_tol(double ref, double head_max) {
-  return std::ldexp(std::fabs(ref), -7) + std::ldexp(head_max, -9);
-}
+// docs/kernels.md's bounds: the reference against float64 on cpu, a GPU
+// against the cpu reference elsewhere.
+namespace vs_float64 = verify::reference_vs_float64;
+namespace vs_cpu = verify::gpu_vs_reference;
 
 Comparison compare_slots(const LayerInputs& in, const StepResult& r) {
   Comparison c{.what = "new tokens' slots", .bound = "exact"};
@@ -115,7 +113,8 @@ std::vector<Comparison> check_against_float64(const LayerInputs& in, const StepR
   std::vector<Comparison> checks;
   checks.push_back(compare_slots(in, r));
 
-  Comparison k{.what = "new tokens' K rows", .bound = "2^-7 |ref| + 2^-9 max |head|"};
+  const verify::Bound& k_bound = vs_float64::kKNormRopeBf16;
+  Comparison k{.what = "new tokens' K rows", .bound = k_bound.formula};
   for (uint32_t s = 0; s < sh.num_seqs(); ++s) {
     const uint64_t at = row_offset(in, s, sh.context[s] - 1);
     for (uint32_t h = 0; h < sh.num_kv_heads; ++h) {
@@ -123,7 +122,7 @@ std::vector<Comparison> check_against_float64(const LayerInputs& in, const StepR
       double head_max = 0;
       for (uint32_t j = 0; j < sh.head_dim; ++j) head_max = std::max(head_max, std::fabs(y[j]));
       for (uint32_t j = 0; j < sh.head_dim; ++j)
-        k.add(bf16_to_f32(r.k_cache[at + h * sh.head_dim + j]), y[j], k_path_tol(y[j], head_max),
+        k.add(bf16_to_f32(r.k_cache[at + h * sh.head_dim + j]), y[j], k_bound(y[j], head_max),
               absl::StrFormat("sequence %d head %d dim %d", s, h, j));
     }
   }
@@ -140,9 +139,10 @@ std::vector<Comparison> check_against_float64(const LayerInputs& in, const StepR
     v.add_exact(r.v_cache[i] == expected_v[i], absl::StrFormat("element %d", i));
   checks.push_back(v);
 
-  Comparison o{.what = "attention output", .bound = "2^-7 |ref| + 2^-10 max |V|"};
+  const verify::Bound& o_bound = vs_float64::kPagedDecodeAttn;
+  Comparison o{.what = "attention output", .bound = o_bound.formula};
   for (uint64_t i = 0; i < ref.out.size(); ++i)
-    o.add(bf16_to_f32(r.out[i]), ref.out[i], attention_tol(ref.out[i], ref.max_abs_v),
+    o.add(bf16_to_f32(r.out[i]), ref.out[i], o_bound(ref.out[i], ref.max_abs_v),
           absl::StrFormat("out[%d]", i));
   checks.push_back(o);
   return checks;
@@ -155,7 +155,8 @@ std::vector<Comparison> check_against_cpu(const LayerInputs& in, const StepResul
   std::vector<Comparison> checks;
   checks.push_back(compare_slots(in, r));
   const std::vector<bool> written = written_rows(in);
-  Comparison k{.what = "K cache (whole pool)", .bound = "2^-7 |ref| + 2^-9 max |head|"};
+  const verify::Bound& k_bound = vs_cpu::kKNormRopeBf16;
+  Comparison k{.what = "K cache (whole pool)", .bound = k_bound.formula};
   for (uint64_t head = 0; head < written.size(); head += sh.head_dim) {
     if (!written[head]) {
       for (uint32_t j = 0; j < sh.head_dim; ++j)
@@ -168,7 +169,7 @@ std::vector<Comparison> check_against_cpu(const LayerInputs& in, const StepResul
       head_max = std::max(head_max, double(std::fabs(bf16_to_f32(cpu.k_cache[head + j]))));
     for (uint32_t j = 0; j < sh.head_dim; ++j) {
       const double want = bf16_to_f32(cpu.k_cache[head + j]);
-      k.add(bf16_to_f32(r.k_cache[head + j]), want, k_path_tol(want, head_max),
+      k.add(bf16_to_f32(r.k_cache[head + j]), want, k_bound(want, head_max),
             absl::StrFormat("element %d", head + j));
     }
   }
@@ -179,10 +180,11 @@ std::vector<Comparison> check_against_cpu(const LayerInputs& in, const StepResul
   checks.push_back(v);
   double max_abs_v = 0;
   for (uint16_t x : in.value) max_abs_v = std::max(max_abs_v, double(std::fabs(bf16_to_f32(x))));
-  Comparison o{.what = "attention output", .bound = "2^-7 |cpu| + 2^-10 max |V|"};
+  const verify::Bound& o_bound = vs_cpu::kPagedDecodeAttn;
+  Comparison o{.what = "attention output", .bound = o_bound.formula};
   for (uint64_t i = 0; i < cpu.out.size(); ++i) {
     const double want = bf16_to_f32(cpu.out[i]);
-    o.add(bf16_to_f32(r.out[i]), want, attention_tol(want, max_abs_v),
+    o.add(bf16_to_f32(r.out[i]), want, o_bound(want, max_abs_v),
           absl::StrFormat("out[%d]", i));
   }
   checks.push_back(o);

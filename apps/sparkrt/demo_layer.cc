@@ -9,6 +9,8 @@
 #include "sparkrt/numeric.h"
 #include "sparkrt/kernel_launch.h"
 #include "sparkrt/status_macros.h"
+#include "sparkrt/verify/float64.h"
+#include "sparkrt/verify/median.h"
 
 namespace sparkrt::cli {
 namespace {
@@ -50,13 +52,6 @@ std::vector<uint16_t> random_bf16(std::mt19937_64& gen, uint64_t n, float lo, fl
   std::vector<uint16_t> v(n);
   for (auto& x : v) x = f32_to_bf16(neg(gen) ? -mag(gen) : mag(gen));
   return v;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace
@@ -281,13 +276,13 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
                                         ? "paged_decode_attn_bf16 (split-KV)"
                                         : "paged_decode_attn_bf16";
     result.timings = {
-        {"fill_slots_from_block_table", seqs, median(us[0]), seqs * uint64_t{8 + 4}},
-        {"fused_k_norm_rope_cache_write_bf16", 1, median(us[1]),
+        {"fill_slots_from_block_table", seqs, verify::median(us[0]), seqs * uint64_t{8 + 4}},
+        {"fused_k_norm_rope_cache_write_bf16", 1, verify::median(us[1]),
          2 * new_rows + sh.head_dim * 2 + seqs * uint64_t{4 + 8}},
-        {"reshape_and_cache_flash_v_only", 1, median(us[2]), 2 * new_rows + seqs * 8},
+        {"reshape_and_cache_flash_v_only", 1, verify::median(us[2]), 2 * new_rows + seqs * 8},
         {decode_name,
          result.plan.num_splits > 1 && result.plan.num_splits < ops::kMinMergeSplits ? 2u : 1u,
-         median(us[3]), attn_bytes},
+         verify::median(us[3]), attn_bytes},
     };
   }
 
@@ -305,26 +300,12 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
 LayerReference reference_decode_step(const LayerInputs& in) {
   const LayerShape& sh = in.shape;
   const uint32_t d = sh.head_dim, hkv = sh.num_kv_heads, row = sh.kv_row();
-  const uint32_t half = sh.rotary_dim / 2;
-  // K of one token and head: RMSNorm then rotate-half RoPE at position t.
-  const auto k_row = [&](uint64_t token, uint32_t h, uint32_t t) {
-    std::vector<double> y(d);
-    double ss = 0;
-    for (uint32_t j = 0; j < d; ++j) {
-      const double x = bf16_to_f32(in.k_in[token * row + h * d + j]);
-      ss += x * x;
-    }
-    const double r = 1.0 / std::sqrt(ss / d + sh.rms_eps);
-    for (uint32_t j = 0; j < d; ++j)
-      y[j] = bf16_to_f32(in.k_in[token * row + h * d + j]) * bf16_to_f32(in.k_norm_weight[j]) * r;
-    for (uint32_t i = 0; i < half; ++i) {
-      const double angle = t * std::pow(double{sh.theta}, -2.0 * i / sh.rotary_dim);
-      const double lo = y[i], hi = y[i + half];
-      y[i] = lo * std::cos(angle) - hi * std::sin(angle);
-      y[i + half] = hi * std::cos(angle) + lo * std::sin(angle);
-    }
-    return y;
+  const auto decode = [](const uint16_t* bits, uint32_t n) {
+    std::vector<double> x(n);
+    for (uint32_t j = 0; j < n; ++j) x[j] = bf16_to_f32(bits[j]);
+    return x;
   };
+  const std::vector<double> weight = decode(in.k_norm_weight.data(), d);
 
   LayerReference ref;
   ref.k_new.resize(uint64_t{sh.num_seqs()} * row);
@@ -339,7 +320,9 @@ LayerReference reference_decode_step(const LayerInputs& in) {
     std::vector<double> keys(uint64_t{len} * row);
     for (uint32_t t = 0; t < len; ++t) {
       for (uint32_t h = 0; h < hkv; ++h) {
-        const auto y = k_row(in.token_row(s, t), h, t);
+        const auto y = verify::k_norm_rope(decode(&in.k_in[in.token_row(s, t) * row + h * d], d),
+                                           weight, sh.rms_eps, sh.rotary_dim, sh.theta,
+                                           [&](uint32_t) { return double(t); });
         for (uint32_t j = 0; j < d; ++j) {
           keys[uint64_t{t} * row + h * d + j] = bf16_to_f32(f32_to_bf16(static_cast<float>(y[j])));
           if (t == len - 1) ref.k_new[uint64_t{s} * row + h * d + j] = y[j];
@@ -348,23 +331,13 @@ LayerReference reference_decode_step(const LayerInputs& in) {
     }
     for (uint32_t h = 0; h < sh.num_q_heads; ++h) {
       const uint32_t kvh = h / group;
-      std::vector<double> p(len);
-      for (uint32_t t = 0; t < len; ++t) {
-        double dot = 0;
-        for (uint32_t j = 0; j < d; ++j)
-          dot += bf16_to_f32(in.q[(uint64_t{s} * sh.num_q_heads + h) * d + j]) *
-                 keys[uint64_t{t} * row + kvh * d + j];
-        p[t] = dot * scale;
-      }
-      const double m = *std::max_element(p.begin(), p.end());
-      double sum = 0;
-      for (double& x : p) sum += (x = std::exp(x - m));
-      for (uint32_t j = 0; j < d; ++j) {
-        double o = 0;
-        for (uint32_t t = 0; t < len; ++t)
-          o += p[t] * bf16_to_f32(in.value[in.token_row(s, t) * row + kvh * d + j]);
-        ref.out[(uint64_t{s} * sh.num_q_heads + h) * d + j] = o / sum;
-      }
+      const auto o = verify::attention(
+          decode(&in.q[(uint64_t{s} * sh.num_q_heads + h) * d], d), len, d, scale,
+          [&](uint32_t t, uint32_t j) { return keys[uint64_t{t} * row + kvh * d + j]; },
+          [&](uint32_t t, uint32_t j) {
+            return double(bf16_to_f32(in.value[in.token_row(s, t) * row + kvh * d + j]));
+          });
+      std::copy(o.begin(), o.end(), ref.out.begin() + (uint64_t{s} * sh.num_q_heads + h) * d);
     }
   }
   return ref;

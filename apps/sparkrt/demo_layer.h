@@ -80,8 +80,9 @@ struct StepResult {
 absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
                                            int timed_iterations);
 
-// The same step in float64 from the contracts: K by RMSNorm and RoPE, stored
-// as bf16; attention as a dense softmax over each sequence's cache.
+// The same step in float64 from the contracts (sparkrt/verify/float64.h): K
+// by RMSNorm and RoPE, stored as bf16; attention as a dense softmax over each
+// sequence's cache.
 struct LayerReference {
   std::vector<double> k_new;  // [seqs][kv_heads][head_dim], before rounding
   std::vector<double> out;    // [seqs][num_q_heads][head_dim]
