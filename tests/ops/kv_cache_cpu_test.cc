@@ -1,8 +1,8 @@
-// The kv_cache ops on the cpu reference backend against computations written
-// here in float64 from the contracts in docs/kernels.md: random non-zero
+// The kv_cache ops on the cpu reference backend against float64 computed
+// from the contracts in docs/kernels.md (sparkrt/verify): random non-zero
 // inputs, outputs poisoned first (so an element written that should not be,
 // or not written that should be, shows), several shapes, negative slots.
-// Tolerances are the ones docs/kernels.md states.
+// Tolerances are the ones docs/kernels.md states (sparkrt/verify/tolerances.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,9 +10,13 @@
 #include <vector>
 
 #include "ops_test_support.h"
+#include "sparkrt/verify/float64.h"
+#include "sparkrt/verify/tolerances.h"
 
 using namespace opstest;
 namespace ops = sparkrt::ops;
+namespace verify = sparkrt::verify;
+namespace vs_float64 = sparkrt::verify::reference_vs_float64;
 
 namespace {
 
@@ -51,39 +55,26 @@ std::vector<int64_t> random_slots(std::mt19937_64& gen, uint32_t n, const Pool& 
   return slots;
 }
 
-// The fused K path in float64: RMSNorm over head_dim, then rotate-half RoPE
-// on the first rotary_dim dims, pair i turning by positions[i % npos].
+// The fused K path in float64 (sparkrt/verify/float64.h) of token t, head h:
+// pair i turning by positions[i % npos].
 std::vector<double> k_path_f64(const std::vector<bf16_bits>& k_in,
                                const std::vector<bf16_bits>& weight, const int32_t* const pos[3],
                                int npos, uint32_t t, uint32_t h, uint32_t heads, uint32_t dim,
                                uint32_t rotary, double eps, double theta) {
-  std::vector<double> y(dim);
-  double ss = 0;
+  std::vector<double> x(dim), w(dim);
   for (uint32_t d = 0; d < dim; ++d) {
-    const double x = bf16_value(k_in[(uint64_t{t} * heads + h) * dim + d]);
-    ss += x * x;
+    x[d] = bf16_value(k_in[(uint64_t{t} * heads + h) * dim + d]);
+    w[d] = bf16_value(weight[d]);
   }
-  const double r = 1.0 / std::sqrt(ss / dim + eps);
-  for (uint32_t d = 0; d < dim; ++d)
-    y[d] = bf16_value(k_in[(uint64_t{t} * heads + h) * dim + d]) * bf16_value(weight[d]) * r;
-  const uint32_t half = rotary / 2;
-  for (uint32_t i = 0; i < half; ++i) {
-    const double p = pos[npos == 1 ? 0 : i % 3][t];
-    const double angle = p * std::pow(theta, -2.0 * i / rotary);
-    const double lo = y[i], hi = y[i + half];
-    y[i] = lo * std::cos(angle) - hi * std::sin(angle);
-    y[i + half] = hi * std::cos(angle) + lo * std::sin(angle);
-  }
-  return y;
+  return verify::k_norm_rope(x, w, eps, rotary, theta,
+                             [&](uint32_t i) { return double(pos[npos == 1 ? 0 : i % 3][t]); });
 }
 
-// The f32 pipeline's error against float64, per element of a head: the
-// RoPE angle in f32 is off by up to ~1e-3 rad at positions near 4096 (the
-// atol, relative to the head's largest value), plus a little for the norm.
-double k_path_abs_error(const std::vector<double>& y) {
+// The largest magnitude of a head: the scale of the K path's bounds.
+double head_max(const std::vector<double>& y) {
   double m = 0;
   for (double v : y) m = std::max(m, std::fabs(v));
-  return 1e-3 * m;
+  return m;
 }
 
 }  // namespace
@@ -241,8 +232,9 @@ TEST_CASE("ops cpu: reshape_and_cache_fp8 quantises with saturation into a padde
         ++saturated;
         return got == (exact < 0 ? 0xfe : 0x7e);
       }
-      // Nearest even in float64; the f32 division may move a tie by 2^-24.
-      return std::fabs(fp8_value(got) - exact) <= 0.5 * fp8_ulp(exact) + 1e-6 * std::fabs(exact) &&
+      // Nearest even in float64; the f32 division may move a tie.
+      return std::fabs(fp8_value(got) - exact) <=
+                 0.5 * fp8_ulp(exact) + vs_float64::kFp8DivisionRel * std::fabs(exact) &&
              (got & 0x7f) != 0x7f;
     };
     for (uint32_t t = 0; t < tokens; ++t) {
@@ -312,12 +304,12 @@ TEST_CASE("ops cpu: fused K path (bf16) equals RMSNorm then RoPE in float64, rou
           if (slots[t] < 0) continue;
           for (uint32_t h = 0; h < heads; ++h) {
             const auto y = k_path_f64(k_in, weight, pos, 1, t, h, heads, dim, rotary, eps, theta);
-            const double atol = k_path_abs_error(y);
+            const double scale = head_max(y);
             for (uint32_t d = 0; d < dim; ++d) {
               const uint64_t at = pool.at(slots[t], h, d);
               written[at] = true;
               const double g = bf16_value(got[at]);
-              if (!(std::fabs(g - y[d]) <= std::ldexp(std::fabs(y[d]), -8) + atol) && bad++ < 8)
+              if (!(std::fabs(g - y[d]) <= vs_float64::kKNormRopeBf16(y[d], scale)) && bad++ < 8)
                 FAIL_CHECK("t ", t, " h ", h, " d ", d, ": got ", g, ", float64 ", y[d]);
             }
           }
@@ -412,10 +404,10 @@ TEST_CASE("ops cpu: MRoPE picks pos_t, pos_h, pos_w by pair index mod 3") {
     if (slots[t] < 0) continue;
     for (uint32_t h = 0; h < heads; ++h) {
       const auto y = k_path_f64(k_in, weight, pos, 3, t, h, heads, dim, rotary, 1e-6, 10000.0);
-      const double atol = k_path_abs_error(y);
+      const double scale = head_max(y);
       for (uint32_t d = 0; d < dim; ++d) {
         const double g = bf16_value(got[pool.at(slots[t], h, d)]);
-        if (!(std::fabs(g - y[d]) <= std::ldexp(std::fabs(y[d]), -8) + atol) && bad++ < 8)
+        if (!(std::fabs(g - y[d]) <= vs_float64::kKNormRopeBf16(y[d], scale)) && bad++ < 8)
           FAIL_CHECK("t ", t, " h ", h, " d ", d, ": got ", g, ", float64 ", y[d]);
       }
     }
@@ -456,7 +448,7 @@ TEST_CASE("ops cpu: fused K path (fp8) scales and saturates after one f32 pipeli
       if (slots[t] < 0) continue;
       for (uint32_t h = 0; h < heads; ++h) {
         const auto y = k_path_f64(k_in, weight, pos, 1, t, h, heads, dim, rotary, 1e-6, 10000.0);
-        const double atol = k_path_abs_error(y) * inv_scale;
+        const double atol = vs_float64::kKNormRopeFp8Abs * inv_scale * head_max(y);
         for (uint32_t d = 0; d < dim; ++d) {
           const fp8_bits g = got[pool.at(slots[t], h, d)];
           const double e = y[d] * inv_scale;

@@ -5,15 +5,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "mla_test_support.h"
 #include "sparkrt/ops/mla.h"
+#include "sparkrt/verify/float64.h"
+#include "sparkrt/verify/tolerances.h"
 
 using namespace opstest;
 using namespace mlatest;
 namespace ops = sparkrt::ops;
+namespace verify = sparkrt::verify;
+namespace vs_float64 = sparkrt::verify::reference_vs_float64;
 using sparkrt::numeric::f32_to_bf16;
 using sparkrt::numeric::f32_to_fp8_e4m3;
 
@@ -56,7 +61,8 @@ TEST_CASE("mla cpu: mla_batched_gemv against float64") {
                                     .input_stride = in_stride,
                                     .output_stride = out_stride}));
   const auto got = dout.download<bf16_bits>();
-  Tolerance tol{std::ldexp(1.0, -8), 0.0};
+  const verify::Bound& bound = vs_float64::kMlaBatchedGemv;
+  Tolerance tol{bound.rel, 0.0};
   for (uint32_t h = 0; h < heads; ++h) {
     for (uint32_t n = 0; n < out_stride; ++n) {
       const bf16_bits o = got[h * out_stride + n];
@@ -71,7 +77,7 @@ TEST_CASE("mla cpu: mla_batched_gemv against float64") {
         ref += t;
         mag += std::fabs(t);
       }
-      tol.abs = std::ldexp(mag, -16);
+      tol.abs = bound.abs * mag;
       tol.check(bf16_value(o), ref, "output", h * out_stride + n);
     }
   }
@@ -281,8 +287,9 @@ DecodeProblem make_decode(std::mt19937_64& gen, DecodeProblem p) {
   return p;
 }
 
-// Softmax attention in float64 over each sequence's compressed rows and
-// window; a sink is one more logit in the denominator.
+// Softmax attention in float64 (sparkrt/verify/float64.h) over each
+// sequence's compressed rows and window; a sink is one more logit in the
+// denominator. *vmax: the largest |V| attended.
 std::vector<double> decode_f64(const DecodeProblem& p, double* vmax) {
   std::vector<double> out(uint64_t{p.seqs()} * p.hq * p.dv(), 0.0);
   const uint32_t group = p.hq / p.hkv;
@@ -301,29 +308,17 @@ std::vector<double> decode_f64(const DecodeProblem& p, double* vmax) {
                             : p.value(p.k_pool, p.k_scale, s, first + u - p.n_comp, kvh, d);
       };
       const auto v_at = [&](uint32_t u, uint32_t d) {
-        return u < p.n_comp ? p.comp_value(vscale, s, u, kvh, d)
-                            : p.value(vpool, vscale, s, first + u - p.n_comp, kvh, d);
+        const double v = u < p.n_comp ? p.comp_value(vscale, s, u, kvh, d)
+                                       : p.value(vpool, vscale, s, first + u - p.n_comp, kvh, d);
+        *vmax = std::max(*vmax, std::fabs(v));
+        return v;
       };
-      std::vector<double> score(n);
-      double m = p.sinks.empty() ? -INFINITY : p.sinks[h];
-      for (uint32_t u = 0; u < n; ++u) {
-        double dot = 0;
-        for (uint32_t d = 0; d < p.dq; ++d)
-          dot += bf16_value(p.q[(uint64_t{s} * p.hq + h) * p.dq + d]) * k_at(u, d);
-        score[u] = dot * p.inv_sqrt_d;
-        m = std::max(m, score[u]);
-      }
-      double sum = p.sinks.empty() ? 0.0 : std::exp(p.sinks[h] - m);
-      for (double& x : score) sum += (x = std::exp(x - m));
-      for (uint32_t d = 0; d < p.dv(); ++d) {
-        double o = 0;
-        for (uint32_t u = 0; u < n; ++u) {
-          const double v = v_at(u, d);
-          *vmax = std::max(*vmax, std::fabs(v));
-          o += score[u] * v;
-        }
-        out[(uint64_t{s} * p.hq + h) * p.dv() + d] = sum > 0 ? o / sum : 0.0;
-      }
+      std::vector<double> q(p.dq);
+      for (uint32_t d = 0; d < p.dq; ++d) q[d] = bf16_value(p.q[(uint64_t{s} * p.hq + h) * p.dq + d]);
+      const auto o = verify::attention(q, n, p.dv(), p.inv_sqrt_d, k_at, v_at,
+                                       p.sinks.empty() ? std::nullopt
+                                                       : std::optional<double>(p.sinks[h]));
+      std::copy(o.begin(), o.end(), out.begin() + (uint64_t{s} * p.hq + h) * p.dv());
     }
   }
   return out;
@@ -390,7 +385,8 @@ void run_decode(Cpu& c, const DecodeProblem& p) {
   const auto got = dout.download<bf16_bits>();
   double vmax = 0;
   const auto ref = decode_f64(p, &vmax);
-  Tolerance tol{std::ldexp(1.0, -8), std::ldexp(vmax, -12)};
+  const verify::Bound& bound = vs_float64::kMlaPagedDecode;
+  Tolerance tol{bound.rel, bound.abs * vmax};
   for (uint64_t i = 0; i < out_elems; ++i) tol.check(bf16_value(got[i]), ref[i], "o", i);
   CHECK(tol.misses == 0);
 }

@@ -9,15 +9,20 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "mla_test_support.h"
 #include "sparkrt/ops/k3_mla_decode.h"
+#include "sparkrt/verify/float64.h"
+#include "sparkrt/verify/tolerances.h"
 
 using namespace opstest;
 using namespace mlatest;
 namespace ops = sparkrt::ops;
+namespace verify = sparkrt::verify;
+namespace vs_float64 = sparkrt::verify::reference_vs_float64;
 
 namespace {
 
@@ -48,49 +53,33 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Rotate-half RoPE in float64 of each head's dims [nope, nope + rope).
+// Rotate-half RoPE in float64 (sparkrt/verify/float64.h) of each head's dims
+// [nope, nope + rope).
 std::vector<double> rope_f64(const std::vector<float>& x, uint32_t heads, uint32_t nope,
                              uint32_t rope, uint32_t pos, double theta, bool use_nope) {
   std::vector<double> y(x.begin(), x.end());
   if (use_nope) return y;
-  const uint32_t dq = nope + rope, half = rope / 2;
-  for (uint32_t h = 0; h < heads; ++h) {
-    for (uint32_t i = 0; i < half; ++i) {
-      const double angle = pos * std::pow(theta, -2.0 * i / rope);
-      const double a = x[h * dq + nope + i], b = x[h * dq + nope + i + half];
-      y[h * dq + nope + i] = a * std::cos(angle) - b * std::sin(angle);
-      y[h * dq + nope + i + half] = b * std::cos(angle) + a * std::sin(angle);
-    }
-  }
+  const uint32_t dq = nope + rope;
+  for (uint32_t h = 0; h < heads; ++h)
+    verify::rope_rotate_half(std::span<double>(y).subspan(h * dq + nope, rope), rope, theta,
+                             [&](uint32_t) { return double(pos); });
   return y;
 }
 
-// Softmax attention in float64 of q [heads][dq] over rows k [t][heads][dq],
-// v [t][heads][dv], times sigmoid(g) when gated.
+// Softmax attention in float64 (sparkrt/verify/float64.h) of q [heads][dq]
+// over rows k [t][heads][dq], v [t][heads][dv], times sigmoid(g) when gated.
 std::vector<double> sdpa_f64(const std::vector<double>& q, const std::vector<double>& k,
                              const std::vector<double>& v, const std::vector<float>& g,
                              uint32_t seq_len, uint32_t heads, uint32_t dq, uint32_t dv,
                              bool gate) {
   std::vector<double> out(uint64_t{heads} * dv, 0.0);
-  if (seq_len == 0) return out;
   for (uint32_t h = 0; h < heads; ++h) {
-    std::vector<double> p(seq_len);
-    for (uint32_t t = 0; t < seq_len; ++t) {
-      double dot = 0;
-      for (uint32_t d = 0; d < dq; ++d)
-        dot += q[h * dq + d] * k[(uint64_t{t} * heads + h) * dq + d];
-      p[t] = dot / std::sqrt(double(dq));
-    }
-    const double m = *std::max_element(p.begin(), p.end());
-    double sum = 0;
-    for (double& x : p) sum += (x = std::exp(x - m));
-    for (uint32_t d = 0; d < dv; ++d) {
-      double o = 0;
-      for (uint32_t t = 0; t < seq_len; ++t) o += p[t] * v[(uint64_t{t} * heads + h) * dv + d];
-      o /= sum;
-      if (gate) o /= 1.0 + std::exp(-double(g[h * dv + d]));
-      out[h * dv + d] = o;
-    }
+    const auto o = verify::attention(
+        std::span<const double>(q).subspan(h * dq, dq), seq_len, dv, 1 / std::sqrt(double(dq)),
+        [&](uint32_t t, uint32_t d) { return k[(uint64_t{t} * heads + h) * dq + d]; },
+        [&](uint32_t t, uint32_t d) { return v[(uint64_t{t} * heads + h) * dv + d]; });
+    for (uint32_t d = 0; d < dv; ++d)
+      out[h * dv + d] = gate ? o[d] / (1.0 + std::exp(-double(g[h * dv + d]))) : o[d];
   }
   return out;
 }
@@ -101,7 +90,7 @@ void check_attention(const std::vector<float>& got, const std::vector<double>& w
   REQUIRE(got.size() == want.size());
   uint64_t misses = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = std::ldexp(std::fabs(want[i]), -16) + std::ldexp(vmax, -15);
+    const double tol = vs_float64::kK3SdpaGate(want[i], vmax);
     if (!(std::fabs(got[i] - want[i]) <= tol) && misses++ < 8)
       FAIL_CHECK("out[", i, "] = ", got[i], ", float64 ", want[i]);
   }
@@ -139,7 +128,7 @@ TEST_CASE("k3 mla cpu: RoPE rotates each head's rope dims, NoPE leaves q and k a
             continue;
           }
           const uint32_t j = d - nope < rope / 2 ? i + rope / 2 : i - rope / 2;  // its partner
-          const double tol = std::ldexp(std::fabs((*in)[i]) + std::fabs((*in)[j]), -21);
+          const double tol = vs_float64::kK3Rope(0, std::fabs((*in)[i]) + std::fabs((*in)[j]));
           if (!(std::fabs(got[i] - want[i]) <= tol) && misses++ < 8)
             FAIL_CHECK("x[", i, "] = ", got[i], ", float64 ", want[i]);
         }

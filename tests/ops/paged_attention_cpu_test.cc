@@ -1,6 +1,6 @@
 // The decode-attention ops on the cpu reference backend against a dense
-// float64 softmax over the KV gathered through the block table, written here
-// from the contract in docs/kernels.md. Unused cache slots, block-table
+// float64 softmax over the KV gathered through the block table, from the
+// contract in docs/kernels.md (sparkrt/verify). Unused cache slots, block-table
 // entries past each sequence and the q row padding hold NaN: reading any of
 // them would poison the result. Outputs are poisoned before each run.
 #include <algorithm>
@@ -11,9 +11,13 @@
 #include <vector>
 
 #include "ops_test_support.h"
+#include "sparkrt/verify/float64.h"
+#include "sparkrt/verify/tolerances.h"
 
 using namespace opstest;
 namespace ops = sparkrt::ops;
+namespace verify = sparkrt::verify;
+namespace vs_float64 = sparkrt::verify::reference_vs_float64;
 
 namespace {
 
@@ -106,7 +110,8 @@ Problem make_problem(std::mt19937_64& gen, CacheType type, uint32_t q_heads, uin
   return p;
 }
 
-// Dense softmax attention in float64 over each sequence's window.
+// Dense softmax attention in float64 (sparkrt/verify/float64.h) over each
+// sequence's window.
 std::vector<double> attention_f64(const Problem& p, double inv_sqrt_d) {
   std::vector<double> out(uint64_t{p.num_seqs()} * p.num_q_heads * p.dim, 0.0);
   const uint32_t group = p.num_q_heads / p.num_kv_heads;
@@ -114,24 +119,15 @@ std::vector<double> attention_f64(const Problem& p, double inv_sqrt_d) {
     const uint32_t len = p.lens[s];
     const uint32_t first = p.window != 0 && len > p.window ? len - p.window : 0;
     for (uint32_t h = 0; h < p.num_q_heads; ++h) {
-      if (len == 0) continue;
-      std::vector<double> score;
-      for (uint32_t t = first; t < len; ++t) {
-        double dot = 0;
-        for (uint32_t d = 0; d < p.dim; ++d)
-          dot += bf16_value(p.q[uint64_t{s} * p.q_stride + h * p.dim + d]) *
-                 p.k(p.at(s, t, h / group) + d);
-        score.push_back(dot * inv_sqrt_d);
-      }
-      const double m = *std::max_element(score.begin(), score.end());
-      double sum = 0;
-      for (double& x : score) sum += (x = std::exp(x - m));
-      for (uint32_t d = 0; d < p.dim; ++d) {
-        double o = 0;
-        for (uint32_t t = first; t < len; ++t)
-          o += score[t - first] * p.v(p.at(s, t, h / group) + d);
-        out[(uint64_t{s} * p.num_q_heads + h) * p.dim + d] = o / sum;
-      }
+      std::vector<double> q(p.dim);
+      for (uint32_t d = 0; d < p.dim; ++d)
+        q[d] = bf16_value(p.q[uint64_t{s} * p.q_stride + h * p.dim + d]);
+      const uint32_t kvh = h / group;
+      const auto o = verify::attention(
+          q, len - first, p.dim, inv_sqrt_d,
+          [&](uint32_t t, uint32_t d) { return p.k(p.at(s, first + t, kvh) + d); },
+          [&](uint32_t t, uint32_t d) { return p.v(p.at(s, first + t, kvh) + d); });
+      std::copy(o.begin(), o.end(), out.begin() + (uint64_t{s} * p.num_q_heads + h) * p.dim);
     }
   }
   return out;
@@ -180,12 +176,13 @@ void check_split_partials(const Problem& p, const std::vector<float>& ws, uint64
           double l = 0;
           for (double xi : x) l += std::exp2(xi - m);
           const double f = std::exp2(m_got - m);
-          ok = std::fabs(m_got - m) <= 1e-3 && std::fabs(l_got * f - l) <= 1e-3 * l;
+          ok = std::fabs(m_got - m) <= vs_float64::kSplitMaxAbs &&
+               std::fabs(l_got * f - l) <= vs_float64::kSplitSumRel * l;
           for (uint32_t d = 0; ok && d < p.dim; ++d) {
             double o = 0;
             for (uint64_t t = b; t < e; ++t)
               o += std::exp2(x[t - b] - m) * p.v(p.at(s, uint32_t(t), h / group) + d);
-            ok = std::fabs(acc[d] * f - o) <= std::ldexp(std::fabs(o), -8) + 1e-4 * l * vmax;
+            ok = std::fabs(acc[d] * f - o) <= vs_float64::kSplitAcc(o, l * vmax);
           }
         }
         if (!ok && bad++ < 8)
@@ -272,7 +269,7 @@ void run_and_check(sparkrt::Device& dev, const ops::KvCacheKernels& k, const Pro
   uint64_t bad = 0;
   for (uint64_t i = 0; i < out_elems; ++i) {
     const double g = bf16_value(got[i]);
-    const double tol = std::ldexp(std::fabs(ref[i]), -8) + 1e-4 * vmax;
+    const double tol = vs_float64::kPagedDecodeAttn(ref[i], vmax);
     if (!(std::fabs(g - ref[i]) <= tol) && bad++ < 8)
       FAIL_CHECK("out[", i, "] = ", g, ", float64 ", ref[i]);
   }
