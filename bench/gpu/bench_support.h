@@ -19,6 +19,7 @@
 #include "sparkrt/numeric.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/sparkrt.h"
+#include "sparkrt/verify/median.h"
 
 namespace sparkrt::bench {
 
@@ -42,11 +43,7 @@ T ok(absl::StatusOr<T> s, const char* what) {
   return *std::move(s);
 }
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using verify::median;
 
 // Device memory freed at scope exit.
 class Buf {

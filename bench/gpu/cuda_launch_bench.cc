@@ -32,6 +32,7 @@
 #include "driver_api.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/sparkrt.h"
+#include "sparkrt/verify/median.h"
 
 // ---- heap allocation counter (covers libsparkrt and the plugin too) -------------
 
@@ -53,15 +54,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using sparkrt::cuda::CudaDriver;
+using sparkrt::verify::median;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 [[noreturn]] void die(const std::string& what) {

@@ -21,11 +21,13 @@
 #include "sparkrt/numeric.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/sparkrt.h"
+#include "sparkrt/verify/tolerances.h"
 
 namespace sparkrt {
 namespace {
 
 namespace ops = sparkrt::ops;
+namespace vs_cpu = verify::gpu_vs_reference;  // docs/kernels.md, "Tolerances"
 using numeric::bf16_bits;
 using numeric::fp8_bits;
 using namespace gpu_test;
@@ -192,7 +194,7 @@ TEST_CASE("reshape_and_cache_fp8 matches the reference bit for bit, saturation i
 // the reference left the poison, else within rel * |ref| + abs_frac * max
 // over the row of `row` elements.
 template <typename T, typename Decode>
-void check_close_rows(const Twin& t, size_t row, double rel, double abs_frac, Decode decode,
+void check_close_rows(const Twin& t, size_t row, const verify::Bound& bound_of, Decode decode,
                       const char* what) {
   const auto g = t.read<T>(0), c = t.read<T>(1);
   size_t bad = 0, first = 0, compared = 0;
@@ -209,7 +211,7 @@ void check_close_rows(const Twin& t, size_t row, double rel, double abs_frac, De
       ++compared;
       const double a = decode(g[i]), b = decode(c[i]);
       const double err = std::fabs(a - b);
-      const double bound = rel * std::fabs(b) + abs_frac * mx;
+      const double bound = bound_of(b, mx);
       if (!(err <= bound)) {
         if (bad++ == 0) first = i;
       }
@@ -286,9 +288,9 @@ TEST_CASE("fused K norm + RoPE cache writes match the reference") {
            .num_kv_heads = c.kv_heads, .head_dim = c.dim, .rotary_dim = c.rotary,
            .block_size = c.block_size, .rms_eps = eps, .theta = theta, .inv_scale = inv_scale}));
     }
-    check_close_rows<uint16_t>(kb, c.dim, 0x1p-7, 0x1p-9, bf16d, "fused bf16");
-    check_close_rows<uint16_t>(km, c.dim, 0x1p-7, 0x1p-9, bf16d, "fused bf16 mrope");
-    check_close_rows<uint8_t>(k8, c.dim, 0x1p-3, 0x1p-9, fp8d, "fused fp8");
+    check_close_rows<uint16_t>(kb, c.dim, vs_cpu::kKNormRopeBf16, bf16d, "fused bf16");
+    check_close_rows<uint16_t>(km, c.dim, vs_cpu::kKNormRopeBf16, bf16d, "fused bf16 mrope");
+    check_close_rows<uint8_t>(k8, c.dim, vs_cpu::kKNormRopeFp8, fp8d, "fused fp8");
     // With equal positions the MRoPE variant is the scalar one, bit for bit (on the GPU too).
     const auto a = kb.read<uint16_t>(0), b = km_same.read<uint16_t>(0);
     CHECK(std::equal(a.begin(), a.end(), b.begin()));
@@ -335,10 +337,10 @@ void check_partials(const DecodeCase& c, const Twin& ws, uint64_t counter_bytes,
     bool ok = (lg > 0) == (lr > 0);  // the same splits have tokens
     if (ok && lr > 0) {
       const double f = std::exp2(mg - mr);
-      ok = std::fabs(lg * f - lr) <= 2e-3 * lr;
+      ok = std::fabs(lg * f - lr) <= vs_cpu::kSplitSumRel * lr;
       for (uint32_t d = 0; ok && d < c.dim; ++d) {
         const double a = g[acc_at + z * c.dim + d] * f, b = r[acc_at + z * c.dim + d];
-        ok = std::fabs(a - b) <= 0x1p-9 * lr * max_v + 0x1p-10 * std::fabs(b);
+        ok = std::fabs(a - b) <= vs_cpu::kSplitAcc(b, lr * max_v);
       }
     } else if (ok) {
       ok = mg == -INFINITY && mr == -INFINITY;
@@ -458,7 +460,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen, bool seed_geometry = 
   double worst = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     const double a = bf16d(g[i]), b = bf16d(r[i]);
-    const double bound = 0x1p-7 * std::fabs(b) + 0x1p-10 * max_v;
+    const double bound = vs_cpu::kPagedDecodeAttn(b, max_v);
     const double err = std::fabs(a - b);
     if (!(err <= bound) && bad++ == 0) first = i;
     worst = std::max(worst, err / bound);

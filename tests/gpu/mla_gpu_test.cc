@@ -22,11 +22,13 @@
 #include "sparkrt/ops/k3_mla_decode.h"
 #include "sparkrt/ops/mla.h"
 #include "sparkrt/sparkrt.h"
+#include "sparkrt/verify/tolerances.h"
 
 namespace sparkrt {
 namespace {
 
 namespace ops = sparkrt::ops;
+namespace vs_cpu = verify::gpu_vs_reference;  // docs/kernels.md, "Tolerances"
 using numeric::bf16_bits;
 using numeric::fp8_bits;
 using namespace gpu_test;
@@ -147,7 +149,7 @@ TEST_CASE("mla_batched_gemv matches the reference over heads, shapes and strides
         for (uint32_t j = 0; j < s.k; ++j)
           abs_sum += std::fabs(bf16d(w[(size_t{h} * s.n_out + n) * s.k + j]) *
                                bf16d(in[size_t{h} * s.input_stride + j]));
-        t.add(i, bf16d(g[i]), bf16d(c[i]), 0x1p-7 * std::fabs(bf16d(c[i])) + 0x1p-14 * abs_sum);
+        t.add(i, bf16d(g[i]), bf16d(c[i]), vs_cpu::kMlaBatchedGemv(bf16d(c[i]), abs_sum));
       }
     t.check("mla_batched_gemv");
   }
@@ -386,7 +388,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
   const auto g = out.read<uint16_t>(0), r = out.read<uint16_t>(1);
   Tally t;
   for (size_t i = 0; i < g.size(); ++i)
-    t.add(i, bf16d(g[i]), bf16d(r[i]), 0x1p-7 * std::fabs(bf16d(r[i])) + 0x1p-10 * max_v);
+    t.add(i, bf16d(g[i]), bf16d(r[i]), vs_cpu::kPagedDecodeAttn(bf16d(r[i]), max_v));
   t.check("decode output");
   // A sequence with nothing to attend gets exact zeros, with or without a sink.
   size_t nonzero_empty = 0;
@@ -524,7 +526,7 @@ TEST_CASE("k3_mla_maybe_rope matches the reference, NoPE changes nothing") {
               continue;
             }
             const size_t j = d - s.nope < s.rope / 2 ? i + s.rope / 2 : i - s.rope / 2;
-            tally.add(i, g[i], c[i], 0x1p-21 * (std::fabs(in[i]) + std::fabs(in[j])));
+            tally.add(i, g[i], c[i], vs_cpu::kK3Rope(0, std::fabs(in[i]) + std::fabs(in[j])));
           }
         tally.check(t == &q ? "rope q" : "rope k");
       }
@@ -576,7 +578,7 @@ TEST_CASE("k3_mla_sdpa_gate matches the reference over lengths, dims and the gat
           Tally t;
           for (size_t i = 0; i < go.size(); ++i) {
             if (seq == 0 && go[i] != 0.0f) t.mismatch(i, go[i], co[i]);
-            t.add(i, go[i], co[i], 0x1p-16 * std::fabs(co[i]) + 0x1p-14 * max_v);
+            t.add(i, go[i], co[i], vs_cpu::kK3SdpaGate(co[i], max_v));
           }
           t.check("sdpa out");
         }
@@ -626,7 +628,7 @@ void run_token_steps(const ops::MlaConfig& cfg, uint32_t tokens, std::mt19937_64
     CHECK(dkv[0]->seq_len() == t + 1);
     CHECK(hkv[0].seq_len() == t + 1);
     for (size_t i = 0; i < cfg.v_row(); ++i) {
-      const double ref = out[1][1][i], bound = 0x1p-16 * std::fabs(ref) + 0x1p-14 * max_v;
+      const double ref = out[1][1][i], bound = vs_cpu::kK3SdpaGate(ref, max_v);
       const size_t at = size_t{t} * cfg.v_row() + i;
       dev_vs_cpu.add(at, out[0][1][i], ref, bound);
       host_vs_cpu.add(at, out[0][0][i], ref, bound);
@@ -648,7 +650,7 @@ void run_token_steps(const ops::MlaConfig& cfg, uint32_t tokens, std::mt19937_64
   Tally krows;
   for (size_t i = 0; i < kn; ++i) {
     // The rope bound with |a| + |b| <= 4 (inputs within ±2).
-    krows.add(i, kg[i], kcpu[i], 0x1p-21 * 4.0);
+    krows.add(i, kg[i], kcpu[i], vs_cpu::kK3Rope(0, 4.0));
     if (kg[i] != hkv[0].k()[i]) krows.mismatch(i, kg[i], hkv[0].k()[i]);
   }
   krows.check("device K rows (cuda vs cpu, and the cuda host-KV rows)");
