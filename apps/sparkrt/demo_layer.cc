@@ -104,6 +104,8 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
   const uint32_t mbps = sh.max_blocks_per_seq();
   auto kernels = ops::KvCacheKernels::resolve(dev);
   if (!kernels.ok()) return kernels.status();
+  auto attention = ops::PagedAttentionKernels::resolve(dev);
+  if (!attention.ok()) return attention.status();
   auto stream_or = dev.create_stream();
   if (!stream_or.ok()) return stream_or.status();
   const Stream stream = *stream_or;
@@ -247,7 +249,7 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
          .block_size = sh.block_size, .value_stride = row},
         stream));
     SPARKRT_RETURN_IF_ERROR(dev.record_event(events[3], stream));
-    SPARKRT_RETURN_IF_ERROR(ops::paged_decode_attn_bf16(dev, *kernels, attn, stream));
+    SPARKRT_RETURN_IF_ERROR(ops::paged_decode_attn_bf16(dev, *attention, attn, stream));
     SPARKRT_RETURN_IF_ERROR(dev.record_event(events[4], stream));
     SPARKRT_RETURN_IF_ERROR(dev.synchronize(stream));
     if (it == 0) continue;  // warm-up: module loads, first-touch, caches

@@ -1,6 +1,7 @@
 // The synthetic attention layer behind `sparkrt demo`: a few sequences with
 // ragged contexts over one paged bf16 KV cache, and one decode step through
-// the KV-cache ops (sparkrt/ops/kv_cache.h):
+// the KV-cache and paged-attention ops (sparkrt/ops/kv_cache.h,
+// sparkrt/ops/paged_attention.h):
 //
 //   fill_slots_from_block_table   one launch per sequence: the new token's slot
 //   fused_k_norm_rope_cache_write_bf16   K: RMSNorm -> RoPE -> cache, rounded once
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "sparkrt/device.h"
 #include "sparkrt/ops/kv_cache.h"
+#include "sparkrt/ops/paged_attention.h"
 
 namespace sparkrt::cli {
 

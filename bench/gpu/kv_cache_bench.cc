@@ -42,6 +42,7 @@
 #include "bench_support.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/ops/kv_cache.h"
+#include "sparkrt/ops/paged_attention.h"
 #include "sparkrt/sparkrt.h"
 
 // Prefixes this bench's error messages (bench_support.h).
@@ -149,7 +150,7 @@ Row bench_cache_write(Device& dev, const ops::KvCacheKernels& k, Filler& fill, S
   return r;
 }
 
-Row bench_decode(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream stream,
+Row bench_decode(Device& dev, const ops::PagedAttentionKernels& k, Filler& fill, Stream stream,
                  std::mt19937_64& gen, bool fp8, uint32_t batch, uint32_t context,
                  uint32_t q_heads, uint32_t kv_heads, uint32_t splits, uint32_t window,
                  int reps) {
@@ -281,6 +282,7 @@ int main(int argc, char** argv) {
   }
   Device& dev = **opened;
   const auto k = ok(ops::KvCacheKernels::resolve(dev), "resolve kernels");
+  const auto pa = ok(ops::PagedAttentionKernels::resolve(dev), "resolve kernels");
   const Stream stream = ok(dev.create_stream(), "stream");
   std::mt19937_64 gen(20261130);
   Filler fill(dev, gen);
@@ -317,7 +319,7 @@ int main(int argc, char** argv) {
   }
   for (bool fp8 : {false, true})
     for (const Shape& sh : shapes)
-      rows.push_back(bench_decode(dev, k, fill, stream, gen, fp8, sh.batch, sh.context,
+      rows.push_back(bench_decode(dev, pa, fill, stream, gen, fp8, sh.batch, sh.context,
                                   sh.q_heads, sh.kv_heads, args.splits, args.window, args.reps));
 
   const auto& props = dev.properties();

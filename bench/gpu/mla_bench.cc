@@ -48,7 +48,7 @@
 
 #include "bench_support.h"
 #include "sparkrt/extensions/graph.h"
-#include "sparkrt/ops/k3_mla_decode.h"
+#include "sparkrt/ops/mla_decode.h"
 #include "sparkrt/ops/mla.h"
 #include "sparkrt/sparkrt.h"
 
@@ -99,7 +99,7 @@ ops::MlaConfig k3_config() {
           .mla_use_nope = false, .mla_use_output_gate = true};
 }
 
-void bench_k3(Device& dev, const ops::K3MlaDecodeKernels& k, Stream stream, std::mt19937_64& gen,
+void bench_k3(Device& dev, const ops::MlaDecodeKernels& k, Stream stream, std::mt19937_64& gen,
               uint32_t context, int device_tokens, int host_tokens, int reps,
               std::vector<StepRow>& rows) {
   const ops::MlaConfig cfg = k3_config();
@@ -144,11 +144,11 @@ void bench_k3(Device& dev, const ops::K3MlaDecodeKernels& k, Stream stream, std:
     for (int i = 0; i < warm + tokens; ++i) {
       const auto t0 = clock::now();
       if (on_device)
-        ok(ops::k3_mla_decode_token_on_device(dev, k, cfg, inputs(i, kv.seq_len()), kv, stream)
+        ok(ops::mla_decode_token_on_device(dev, k, cfg, inputs(i, kv.seq_len()), kv, stream)
                .status(),
            "device step");
       else
-        ok(ops::k3_mla_decode_token(dev, k, cfg, inputs(i, host.seq_len()), host, stream)
+        ok(ops::mla_decode_token(dev, k, cfg, inputs(i, host.seq_len()), host, stream)
                .status(),
            "host step");
       const auto t1 = clock::now();
@@ -198,7 +198,8 @@ constexpr int kCopyAfterReps = 10;
 DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stream stream,
                        std::mt19937_64& gen, bool nvfp4, uint32_t q_heads, uint32_t batch,
                        uint32_t context, int reps) {
-  const uint32_t dim = ops::kMlaCacheDim, dv = dim - 64, block_size = 64;
+  const uint32_t dim = sparkrt::contract::mla::kCacheDim, dv = sparkrt::contract::mla::kLatentDim,
+                 block_size = 64;
   const uint32_t blocks_per_seq = (context + block_size - 1) / block_size;
   const auto layout = ops::mla_nvfp4_block_layout(block_size, 1, dim);
   const uint64_t block_bytes =
@@ -306,7 +307,7 @@ int main(int argc, char** argv) {
   }
   Device& dev = **opened;
   const auto mk = ok(ops::MlaKernels::resolve(dev), "resolve mla kernels");
-  const auto k3 = ok(ops::K3MlaDecodeKernels::resolve(dev), "resolve mla_decode kernels");
+  const auto k3 = ok(ops::MlaDecodeKernels::resolve(dev), "resolve mla_decode kernels");
   const Stream stream = ok(dev.create_stream(), "stream");
   std::mt19937_64 gen(20261130);
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "sparkrt/contract/kv_cache.h"
 #include "sparkrt_kernel_utils.cuh"
 
 using sparkrt_kernels::bf16x8_to_float;
@@ -17,7 +18,7 @@ using sparkrt_kernels::float8_to_fp8x8;
 
 namespace {
 
-constexpr uint32_t kCopyThreads = 256;
+constexpr uint32_t kCopyThreads = sparkrt::contract::kv_cache::kCopyThreads;
 
 // Copies `n` elements of row `src` to `dst` with the CTA's threads.
 // `vector_ok` says both are 16-byte aligned and n % 8 == 0.

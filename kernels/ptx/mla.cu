@@ -15,18 +15,21 @@
 
 #include <cstdint>
 
+#include "sparkrt/contract/mla.h"
 #include "sparkrt_kernel_utils.cuh"
 
 namespace {
 
-constexpr uint32_t kThreads = 256;
+namespace contract = sparkrt::contract::mla;
+constexpr uint32_t kThreads = contract::kThreads;
 constexpr uint32_t kWarps = kThreads / 32;
-constexpr uint32_t kGemvOutputsPerCta = kWarps;  // one output per warp
-constexpr uint32_t kRopeDim = 64;                // the rope part ending each cache row
-constexpr uint32_t kMaxDim = 1024;               // q_head_dim and kv_cache_dim
+constexpr uint32_t kGemvOutputsPerCta = contract::kGemvOutputsPerCta;  // one output per warp
+constexpr uint32_t kRopeDim = contract::kRopeDim;
+constexpr uint32_t kMaxDim = contract::kMaxDim;  // q_head_dim and kv_cache_dim
 constexpr uint32_t kAccPerThread = kMaxDim / kThreads;
-constexpr uint32_t kChunk = 64;  // tokens scored per pass
-constexpr uint32_t kMaxSplits = kThreads;  // mla_decode_combine: one weight per thread
+constexpr uint32_t kChunk = contract::kPerHeadChunk;  // tokens scored per pass
+constexpr uint32_t kMaxSplits = contract::kCombineMaxSplits;  // one weight per thread
+static_assert(kGemvOutputsPerCta == kWarps, "mla_batched_gemv: one output per warp");
 
 __device__ __forceinline__ float warp_sum(float v) {
   // Butterflies: every lane ends with the same bits.
@@ -62,7 +65,7 @@ struct AttendScratch {
 };
 
 // ops/src/mla.cc passes this much to mla_paged_decode_fp8's per-head launch.
-static_assert(sizeof(AttendScratch) == 4352, "update kMlaPerHeadSharedBytes in ops/src/mla.cc");
+static_assert(sizeof(AttendScratch) == contract::kPerHeadSharedBytes, "the contract's layout");
 
 // Softmax attention of one query head over `n` virtual tokens. `key(u, d)`
 // and `value(u, d)` read token u's dim d as f32; `valid(u)` is false for a
@@ -311,21 +314,21 @@ using sparkrt_kernels::dynamic_smem_bytes;
 using sparkrt_kernels::pack_bf16;
 using sparkrt_kernels::pack_f16;
 
-constexpr uint32_t kTile = 64;                 // tokens per stage
-constexpr uint32_t kRows = 16;                 // query heads per CTA
-constexpr uint32_t kStagingWarps = 2;          // warps that only stage
-constexpr uint32_t kStagingThreads = kThreads + 32 * kStagingWarps;  // + 8 consumer warps
-constexpr uint32_t kDim = 576;                 // kv_cache_dim
-constexpr uint32_t kDv = kDim - kRopeDim;      // V and output dims
-constexpr uint32_t kQuarters = 4;              // score dims split over warps w % 4
+constexpr uint32_t kTile = contract::kTile;                  // tokens per stage
+constexpr uint32_t kRows = contract::kTiledRows;             // query heads per CTA
+constexpr uint32_t kStagingWarps = contract::kStagingWarps;  // warps that only stage
+constexpr uint32_t kStagingThreads = contract::kTiledThreads;  // + 8 consumer warps
+constexpr uint32_t kDim = contract::kCacheDim;               // kv_cache_dim
+constexpr uint32_t kDv = kDim - kRopeDim;                    // V and output dims
+constexpr uint32_t kQuarters = contract::kQuarters;  // score dims split over warps w % 4
 constexpr uint32_t kKsteps = kDim / 16 / kQuarters;  // k-steps of a quarter
 // Staged rows are padded by one 16-byte chunk: the 8 rows of a score
 // fragment then start on 8 distinct bank groups (37 chunks a row). The V
 // fragment reads (4 rows 4 apart, two chunks each) meet in pairs.
-constexpr uint32_t kPitchK = kDim + 16;  // staged K row
-constexpr uint32_t kPitchV = kDv + 16;   // staged V row when V is a separate pool
-constexpr uint32_t kRedPitch = kTile + 8;  // floats: conflict-free float2 writes
-constexpr uint32_t kPPitch = kTile + 16;   // halves: conflict-free 8-byte reads
+constexpr uint32_t kPitchK = contract::kPitchK;      // staged K row
+constexpr uint32_t kPitchV = contract::kPitchV;      // staged V row when V is a separate pool
+constexpr uint32_t kRedPitch = contract::kRedPitch;  // floats: conflict-free float2 writes
+constexpr uint32_t kPPitch = contract::kPPitch;      // halves: conflict-free 8-byte reads
 constexpr float kLog2e = 1.4426950408889634f;
 
 // What one team of consumer warps keeps in shared memory.
@@ -340,14 +343,15 @@ struct Fixed {
   TeamState team[kTeams];
   float q_scale[kRows];  // 2^e of each head's q
 };
-// ops/src/mla.cc sizes the launch's shared memory with these numbers.
-static_assert(sizeof(TeamState) == 21184 && sizeof(Fixed<2>) == 2 * 21184 + 64,
-              "update kMlaTiledTeamBytes and kMlaTiledQScaleBytes in ops/src/mla.cc");
+// The host sizes the launch's shared memory with the contract's layout.
+static_assert(sizeof(TeamState) == contract::kTeamBytes &&
+                  sizeof(Fixed<2>) == contract::tiled_fixed_bytes(2),
+              "the contract's layout");
 // A stage: the tile's rows, then 64 token flags, its `full` and `empty`
 // mbarriers and (stage 0) the teams' two hand-over mbarriers.
-constexpr uint32_t kFlagBytes = kTile + 32;
+static_assert(contract::kFlagBytes == kTile + 4 * sizeof(uint64_t), "flags and four mbarriers");
 __device__ __forceinline__ uint32_t stage_bytes(bool shared_v) {
-  return kTile * (kPitchK + (shared_v ? 0u : kPitchV)) + kFlagBytes;
+  return contract::tiled_stage_bytes(!shared_v);
 }
 
 // Named barriers the staging warps never join: 1 + team for a team of

@@ -1,13 +1,16 @@
-// mla_decode: the two kernels of one K3 gated-NoPE MLA decode token, in f32:
-// the optional RoPE of q and the new k, then softmax attention over the KV
-// rows with the optional output gate. Contracts in docs/kernels.md
+// mla_decode: the two kernels of one Kimi K3 gated-NoPE MLA decode token, in
+// f32: the optional RoPE of q and the new k, then softmax attention over the
+// KV rows with the optional output gate. Contracts in docs/kernels.md
 // ("Module mla_decode").
 #include <cstdint>
 
+#include "sparkrt/contract/mla_decode.h"
+
 namespace {
 
-constexpr uint32_t kSdpaThreads = 32;  // one warp per head
-constexpr uint32_t kDimsPerLane = 8;   // V dims a lane accumulates per pass
+namespace contract = sparkrt::contract::mla_decode;
+constexpr uint32_t kSdpaThreads = contract::kSdpaThreads;  // one warp per head
+constexpr uint32_t kDimsPerLane = contract::kDimsPerLane;  // V dims a lane accumulates per pass
 constexpr uint32_t kDimsPerPass = kSdpaThreads * kDimsPerLane;
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -47,21 +47,13 @@
 
 #include <cstdint>
 
+#include "sparkrt/contract/paged_attention.h"
 #include "sparkrt_kernel_utils.cuh"
 
-// Build-time tuning switches; the defaults are the versions measured best
-// on the H200 (docs/benchmark-notes.md, "Paged decode attention").
+// Build-time tuning switches (the tile switches are in the contract header);
+// the defaults are the versions measured best on the H200
+// (docs/benchmark-notes.md, "Paged decode attention").
 //
-// Tokens per warp iteration for head_dim 65..128, in 8-token groups (2: 16
-// tokens, 1: 8), per cache dtype; head_dim <= 64 uses 2 and head_dim above
-// 128 uses 1. 1 fits the registers of two resident CTAs per multiprocessor
-// without spilling; 2 spills for bf16.
-#ifndef SPARKRT_PA_GROUPS_D128_BF16
-#define SPARKRT_PA_GROUPS_D128_BF16 1
-#endif
-#ifndef SPARKRT_PA_GROUPS_D128_FP8
-#define SPARKRT_PA_GROUPS_D128_FP8 1
-#endif
 // P > 0: each warp iteration asks L2 for the K and V rows of the iteration P
 // ahead (no registers held), so more bytes are in flight than the registers
 // allow.
@@ -81,18 +73,16 @@ namespace {
 
 using namespace sparkrt_kernels;
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxHpc = 8;
-constexpr int kMaxHeadDim = 256;
+namespace contract = sparkrt::contract::paged_attention;
+// The contract's constants, typed as this file's arithmetic uses them.
+constexpr int kThreads = int{contract::kThreads};
+constexpr int kWarps = int{contract::kWarps};
+constexpr int kMaxHpc = int{contract::kMaxHeadsPerCta};
+constexpr int kMaxHeadDim = int{contract::kMaxHeadDim};
+constexpr uint32_t kSplitAlign = contract::kSplitAlign;
+constexpr uint32_t kStages = contract::kStages;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kFull = 0xffffffffu;
-// Split boundaries fall on multiples of this many tokens (from the range's
-// start rounded down): a multiple of the tile at every head_dim.
-constexpr uint32_t kSplitAlign = 16;
-// Staging stages per warp: one tile in flight while the warp computes the
-// other (three or four measured no faster on the H200, and they take L1).
-constexpr uint32_t kStages = 2;
 
 // Per cache dtype: a lane's 16-byte (bf16) or 8-byte (fp8) piece of a row,
 // 8 elements, and how it becomes mma operand registers.
@@ -102,7 +92,7 @@ template <>
 struct Cache<__nv_bfloat16> {
   using Vec = uint4;
   static constexpr bool kF16 = false;
-  static constexpr int kGroupsD128 = SPARKRT_PA_GROUPS_D128_BF16;
+  static constexpr int kGroupsD128 = int{contract::kTileGroupsD128Bf16};
   // Register r of the piece as a B fragment: elements 2r, 2r + 1.
   static __device__ __forceinline__ void k_regs(const Vec& v, uint32_t (&r)[4]) {
     r[0] = v.x;
@@ -125,7 +115,7 @@ template <>
 struct Cache<__nv_fp8_storage_t> {
   using Vec = uint2;
   static constexpr bool kF16 = true;
-  static constexpr int kGroupsD128 = SPARKRT_PA_GROUPS_D128_FP8;
+  static constexpr int kGroupsD128 = int{contract::kTileGroupsD128Fp8};
   static __device__ __forceinline__ void k_regs(const Vec& v, uint32_t (&r)[4]) {
     r[0] = fp8x2_to_half2_bits(v.x);
     r[1] = fp8x2_to_half2_bits(v.x >> 16);
@@ -239,8 +229,9 @@ struct Smem {
   float ml[kWarps][kMaxHpc][2];
   float q_scale[kMaxHpc];  // f16 products: each head's score scale
 };
-// The op budgets 16 KB for it (kDecodeStaticSmem in ops/src/kv_cache.cc).
-static_assert(sizeof(Smem) + 256 <= 16 * 1024, "static shared memory within the op's budget");
+// The host sizes the staging against the contract's budget for it.
+static_assert(sizeof(Smem) + 256 <= contract::kStaticSmemBudget,
+              "static shared memory within the contract's budget");
 
 // Split-merge: after every CTA of a (sequence, head group) has written its
 // partials, the last to arrive merges them into `out` (the combine's
@@ -931,9 +922,11 @@ __device__ __forceinline__ void dispatch(const Params& p) {
   const uint32_t ctas_per_kv = group / hpc;  // CTAs sharing one KV head
   if (ctas_per_kv * hpc != group) return;
   const uint32_t kvh = ctas_per_kv == 1 ? blockIdx.x : blockIdx.x / ctas_per_kv;
-  if (D <= 64) return decode<T, 2, 1, 2, MERGE>(p, hpc, kvh, sm, dyn);
+  // TN as contract::tile_tokens(D, sizeof(T)) / 8, which the host sizes the
+  // staging with.
+  if (D <= 64) return decode<T, 2, 1, contract::kTileGroupsD64, MERGE>(p, hpc, kvh, sm, dyn);
   if (D <= 128) return decode<T, 4, 2, Cache<T>::kGroupsD128, MERGE>(p, hpc, kvh, sm, dyn);
-  return decode<T, 8, 4, 1, MERGE>(p, hpc, kvh, sm, dyn);
+  return decode<T, 8, 4, contract::kTileGroupsD256, MERGE>(p, hpc, kvh, sm, dyn);
 }
 
 __device__ __forceinline__ Params make_params(const __nv_bfloat16* q, const void* k_cache,
@@ -1093,7 +1086,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) paged_decode_attn_combine
     const float* __restrict__ part_acc, const float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, uint32_t num_q_heads, uint32_t head_dim,
     uint32_t num_splits) {
-  constexpr uint32_t kMaxSplits = kThreads;  // one weight per thread
+  constexpr uint32_t kMaxSplits = contract::kCombineMaxSplits;  // one weight per thread
   __shared__ float wz[kMaxSplits];
   __shared__ float s_m[kWarps], s_l[kWarps];
   const uint64_t qrow = uint64_t{blockIdx.y} * num_q_heads + blockIdx.x;

@@ -13,16 +13,17 @@
 #include "sparkrt/numeric.h"
 #include "operands.h"
 #include "reference.h"
+#include "sparkrt/contract/mla.h"
 #include "split_softmax.h"
 
 namespace sparkrt::reference {
 namespace {
 
-constexpr uint32_t kGemvOutputsPerCta = 8;
-constexpr uint32_t kRopeDim = 64;   // the rope part ending each MLA cache row
-constexpr uint32_t kMaxDim = 1024;  // q_head_dim and kv_cache_dim
-constexpr uint32_t kTiledRows = 16;  // query heads per CTA of the tiled decode
-constexpr uint32_t kTile = 64;       // tokens per tile; a split takes whole tiles
+using contract::mla::kGemvOutputsPerCta;
+using contract::mla::kMaxDim;     // q_head_dim and kv_cache_dim
+using contract::mla::kRopeDim;    // the rope part ending each MLA cache row
+using contract::mla::kTile;       // tokens per tile; a split takes whole tiles
+using contract::mla::kTiledRows;  // query heads per CTA of the tiled decode
 constexpr float kLog2e = 1.4426950408889634f;
 
 // q_absorbed_buf[h][kv_lora + i] for h < nq, i < rope must stay inside each

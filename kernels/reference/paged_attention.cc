@@ -13,10 +13,13 @@
 #include "sparkrt/numeric.h"
 #include "operands.h"
 #include "reference.h"
+#include "sparkrt/contract/paged_attention.h"
 #include "split_softmax.h"
 
 namespace sparkrt::reference {
 namespace {
+
+namespace pa = contract::paged_attention;  // the module's launch contract
 
 // The scalars of a decode launch, by meaning rather than position.
 struct DecodeShape {
@@ -58,7 +61,7 @@ DecodeShape leading_scalars(const Launch& l, uint32_t first) {
 constexpr float kLog2e = 1.4426950408889634f;
 // Split boundaries fall on multiples of this many tokens (docs/kernels.md,
 // "Split-KV").
-constexpr uint32_t kSplitAlign = 16;
+using pa::kSplitAlign;
 
 // How a cache element reads as f32.
 inline float load(bf16_bits v, float) { return bf16_to_f32(v); }
@@ -86,17 +89,17 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
   // of one KV head; the result does not depend on hpc.
   const uint32_t gx = l.grid()[0];
   const uint32_t hpc = gx != 0 && hq % gx == 0 ? hq / gx : 0;
-  if (hpc == 0 || hpc > 8 || (hq / hkv) % hpc != 0)
+  if (hpc == 0 || hpc > pa::kMaxHeadsPerCta || (hq / hkv) % hpc != 0)
     return invalid_launch(
-        l, absl::StrFormat("grid.x %d must be num_q_heads %d / hpc, with hpc at most 8 "
+        l, absl::StrFormat("grid.x %d must be num_q_heads %d / hpc, with hpc at most %d "
                            "dividing the GQA group of %d",
-                           gx, hq, hq / hkv));
+                           gx, hq, pa::kMaxHeadsPerCta, hq / hkv));
   if (s.num_splits > 0 && l.grid()[2] != s.num_splits)
     return invalid_launch(
         l, absl::StrFormat("grid.z %d must equal num_splits %d", l.grid()[2], s.num_splits));
-  if (d % 8 != 0 || d > 256)
-    return invalid_launch(
-        l, absl::StrFormat("head_dim %d must be a multiple of 8 and at most 256", d));
+  if (d % pa::kHeadDimAlign != 0 || d > pa::kMaxHeadDim)
+    return invalid_launch(l, absl::StrFormat("head_dim %d must be a multiple of %d and at most %d",
+                                             d, pa::kHeadDimAlign, pa::kMaxHeadDim));
   if (s.q_stride < uint64_t{hq} * d)
     return invalid_launch(
         l, absl::StrFormat("q_stride %d is shorter than num_q_heads * head_dim = %d", s.q_stride,
@@ -274,8 +277,9 @@ DecodeShape fp8_shape(const Launch& l, Outputs outputs) {
 
 template <typename CacheT>
 absl::Status split_decode(const Launch& l, const DecodeShape& s) {
-  if (s.num_splits == 0 || s.num_splits > 256)
-    return invalid_launch(l, absl::StrFormat("num_splits %d must be in [1, 256]", s.num_splits));
+  if (s.num_splits == 0 || s.num_splits > pa::kCombineMaxSplits)
+    return invalid_launch(l, absl::StrFormat("num_splits %d must be in [1, %d]", s.num_splits,
+                                             pa::kCombineMaxSplits));
   return decode<CacheT>(l, s);
 }
 

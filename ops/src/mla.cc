@@ -40,10 +40,11 @@ absl::Status check_decode(std::string_view op, uint32_t max_blocks_per_seq, uint
                                        "num_kv_heads %d",
                                        num_q_heads, num_kv_heads));
   }
-  if (kv_cache_dim <= kMlaRopeDim || kv_cache_dim > kMlaMaxDecodeDim) {
+  if (kv_cache_dim <= contract::mla::kRopeDim || kv_cache_dim > contract::mla::kMaxDim) {
     return invalid(op, absl::StrFormat("kv_cache_dim %d must be in (%d, %d]: a row ends with "
                                        "the %d rope values and V is the rest",
-                                       kv_cache_dim, kMlaRopeDim, kMlaMaxDecodeDim, kMlaRopeDim));
+                                       kv_cache_dim, contract::mla::kRopeDim,
+                                       contract::mla::kMaxDim, contract::mla::kRopeDim));
   }
   SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "q_head_dim", q_head_dim));
   return check_at_most(op, "q_head_dim", q_head_dim, "kv_cache_dim", kv_cache_dim);
@@ -72,14 +73,14 @@ KernelLaunch& decode_head(KernelLaunch& launch, const Args& a,
 absl::StatusOr<MlaKernels> MlaKernels::resolve(Device& dev) {
   MlaKernels k;
   const detail::KernelEntry entries[] = {
-      {kMlaModule, "mla_batched_gemv", &k.mla_batched_gemv},
-      {kMlaModule, "mla_q_rope_scatter", &k.mla_q_rope_scatter},
-      {kMlaModule, "mla_q_rope_writeback", &k.mla_q_rope_writeback},
-      {kMlaModule, "mla_cache_assemble", &k.mla_cache_assemble},
-      {kMlaModule, "mla_paged_decode_nvfp4", &k.mla_paged_decode_nvfp4},
-      {kMlaModule, "mla_paged_decode_fp8", &k.mla_paged_decode_fp8},
-      {kMlaModule, "mla_paged_decode_fp8_split", &k.mla_paged_decode_fp8_split},
-      {kMlaModule, "mla_decode_combine", &k.mla_decode_combine},
+      {contract::mla::kModule, "mla_batched_gemv", &k.mla_batched_gemv},
+      {contract::mla::kModule, "mla_q_rope_scatter", &k.mla_q_rope_scatter},
+      {contract::mla::kModule, "mla_q_rope_writeback", &k.mla_q_rope_writeback},
+      {contract::mla::kModule, "mla_cache_assemble", &k.mla_cache_assemble},
+      {contract::mla::kModule, "mla_paged_decode_nvfp4", &k.mla_paged_decode_nvfp4},
+      {contract::mla::kModule, "mla_paged_decode_fp8", &k.mla_paged_decode_fp8},
+      {contract::mla::kModule, "mla_paged_decode_fp8_split", &k.mla_paged_decode_fp8_split},
+      {contract::mla::kModule, "mla_decode_combine", &k.mla_decode_combine},
   };
   SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
   return k;
@@ -94,8 +95,8 @@ absl::Status mla_batched_gemv(Device& dev, const MlaKernels& k, const MlaBatched
   SPARKRT_RETURN_IF_ERROR(
       check_at_most(op, "n_out", a.n_out, "output_stride", a.output_stride));
   return KernelLaunch(dev, k.mla_batched_gemv)
-      .grid({div_ceil(a.n_out, kMlaGemvOutputsPerCta), a.num_heads})
-      .block({kMlaBlockThreads})
+      .grid({div_ceil(a.n_out, contract::mla::kGemvOutputsPerCta), a.num_heads})
+      .block({contract::mla::kThreads})
       .arg(a.input)
       .arg(a.weight)
       .arg(a.output)
@@ -117,7 +118,7 @@ absl::Status mla_q_rope_scatter(Device& dev, const MlaKernels& k, const MlaQRope
   SPARKRT_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
   return KernelLaunch(dev, k.mla_q_rope_scatter)
       .grid({1})
-      .block({kMlaBlockThreads})
+      .block({contract::mla::kThreads})
       .arg(a.q_full)
       .arg(a.q_absorbed_buf)
       .arg(a.q_rope_contiguous)
@@ -137,7 +138,7 @@ absl::Status mla_q_rope_writeback(Device& dev, const MlaKernels& k, const MlaQRo
       check_rope_slot("mla_q_rope_writeback", a.rope, a.kv_lora, a.mla_cache_dim));
   return KernelLaunch(dev, k.mla_q_rope_writeback)
       .grid({1})
-      .block({kMlaBlockThreads})
+      .block({contract::mla::kThreads})
       .arg(a.q_rope_direct)
       .arg(a.q_absorbed_buf)
       .arg(a.nq)
@@ -152,7 +153,7 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
   if (a.mla_cache_dim == 0) return absl::OkStatus();
   constexpr std::string_view op = "mla_cache_assemble";
   SPARKRT_RETURN_IF_ERROR(check_rope_slot(op, a.rope, a.kv_lora, a.mla_cache_dim));
-  const uint32_t threads = std::max(a.mla_cache_dim, kMlaBlockThreads);
+  const uint32_t threads = std::max(a.mla_cache_dim, contract::mla::kThreads);
   SPARKRT_RETURN_IF_ERROR(check_at_most(op, "mla_cache_dim", threads,
                                             "the device's threads per block",
                                             dev.properties().max_threads_per_block));
@@ -201,7 +202,7 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                             a.block_stride_bytes));
   }
   KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
-  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}).block({kMlaBlockThreads}), a,
+  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}).block({contract::mla::kThreads}), a,
                      {a.o})
       .arg(a.block_stride_bytes)
       .arg(a.data_section_bytes)
@@ -210,32 +211,16 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
 
 namespace {
 
-// Shared memory of the tiled decode (kernels/ptx/mla.cu, namespace tiled):
-// the fixed part (per team of consumer warps: score partials, probabilities,
-// row state; then the q scales), then per stage 64 staged K rows (and V rows
-// when V is a separate pool), each padded by 16 bytes, and 96 bytes of token
-// flags and barriers. The kernel runs the layout the size implies.
-constexpr uint32_t kMlaTiledTeamBytes = 21184;
-constexpr uint32_t kMlaTiledQScaleBytes = 64;
-constexpr uint32_t kMlaTiledFlagBytes = 96;
+// The tiled decode's shared memory is the contract's layout
+// (contract::mla::tiled_fixed_bytes, tiled_stage_bytes).
 // A fifth stage fits an H200 but is slower (docs/benchmark-notes.md, "Score loop and stages").
 constexpr uint32_t kMlaTiledMaxStages = 4;
-// The per-head geometry's scratch (q as f32, one chunk of scores), dynamic so
-// that the entry has no static shared memory to subtract from the tiled
-// kernel's share.
-constexpr uint32_t kMlaPerHeadSharedBytes = 4352;
 struct TiledLayout {
   uint32_t teams, stages;
 };
-uint32_t tiled_fixed_bytes(uint32_t teams) {
-  return teams * kMlaTiledTeamBytes + kMlaTiledQScaleBytes;
-}
-uint32_t tiled_stage_bytes(bool separate_v) {
-  const uint32_t row = (kMlaTiledDim + 16) + (separate_v ? kMlaLatentDim + 16 : 0);
-  return kMlaDecodeTile * row + kMlaTiledFlagBytes;
-}
 uint32_t tiled_layout_bytes(bool separate_v, TiledLayout l) {
-  return tiled_fixed_bytes(l.teams) + l.stages * tiled_stage_bytes(separate_v);
+  return contract::mla::tiled_fixed_bytes(l.teams) +
+         l.stages * contract::mla::tiled_stage_bytes(separate_v);
 }
 // The smallest layout: one team, two stages.
 constexpr TiledLayout kSmallestTiledLayout = {1, 2};
@@ -273,7 +258,7 @@ bool tiled_shape(const MlaPagedDecodeFp8Args& a) {
   const bool aligned = a.k_cache.addr % 16 == 0 && a.v_cache.addr % 16 == 0 &&
                        a.o.addr % 16 == 0 && a.comp_pool.addr % 16 == 0 &&
                        a.cache_stride % 16 == 0;
-  return aligned && a.kv_cache_dim == kMlaTiledDim && a.q_head_dim % 16 == 0;
+  return aligned && a.kv_cache_dim == contract::mla::kCacheDim && a.q_head_dim % 16 == 0;
 }
 
 // The shared memory of the tiled kernel for these arguments on this device;
@@ -283,9 +268,9 @@ bool tiled_shape(const MlaPagedDecodeFp8Args& a) {
 // stages is what fits.
 uint32_t tiled_shared_bytes(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
   if (!tiled_shape(a)) return 0;
-  const uint32_t stage = tiled_stage_bytes(a.v_cache != a.k_cache);
+  const uint32_t stage = contract::mla::tiled_stage_bytes(a.v_cache != a.k_cache);
   for (uint32_t teams : {2u, 1u}) {
-    const uint32_t fixed = tiled_fixed_bytes(teams);
+    const uint32_t fixed = contract::mla::tiled_fixed_bytes(teams);
     if (props.max_shared_memory_per_block_optin < fixed + 2 * stage) continue;
     const uint32_t stages =
         std::min(kMlaTiledMaxStages, (props.max_shared_memory_per_block_optin - fixed) / stage);
@@ -296,9 +281,10 @@ uint32_t tiled_shared_bytes(const DeviceProperties& props, const MlaPagedDecodeF
 
 }  // namespace
 
-uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
-                                    uint32_t kv_cache_dim, uint32_t max_splits) {
-  const uint32_t dv = kv_cache_dim > kMlaRopeDim ? kv_cache_dim - kMlaRopeDim : 0;
+uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t kv_cache_dim,
+                                    uint32_t max_splits) {
+  const uint32_t dv =
+      kv_cache_dim > contract::mla::kRopeDim ? kv_cache_dim - contract::mla::kRopeDim : 0;
   return partials_acc_bytes(num_seqs, num_q_heads, dv, max_splits) +
          uint64_t{num_seqs} * num_q_heads * max_splits * 2 * sizeof(float);
 }
@@ -327,18 +313,18 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
                              "num_splits %d needs the tiled kernel: kv_cache_dim %d (got %d), "
                              "q_head_dim a multiple of 16 (got %d), cache_stride a multiple of 16 "
                              "and 16-byte aligned k_cache, v_cache, o and comp_pool",
-                             a.num_splits, kMlaTiledDim, a.kv_cache_dim, a.q_head_dim));
+                             a.num_splits, contract::mla::kCacheDim, a.kv_cache_dim, a.q_head_dim));
     }
     plan.grid = {a.num_q_heads, a.num_seqs};
-    plan.block = {kMlaBlockThreads};
-    plan.shared_mem = kMlaPerHeadSharedBytes;
+    plan.block = {contract::mla::kThreads};
+    plan.shared_mem = contract::mla::kPerHeadSharedBytes;
     return plan;
   }
   plan.tiled = true;
-  plan.block = {kMlaTiledDecodeThreads};
+  plan.block = {contract::mla::kTiledThreads};
   plan.shared_mem = shared_mem;
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
-  plan.grid = {a.num_kv_heads * div_ceil(group, kMlaDecodeHeadsPerCta), a.num_seqs};
+  plan.grid = {a.num_kv_heads * div_ceil(group, contract::mla::kTiledRows), a.num_seqs};
 
   // How many splits the workspace has room for.
   const bool aligned_ws = a.workspace.addr % 16 == 0;
@@ -378,7 +364,7 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
   uint64_t tokens = uint64_t{a.max_blocks_per_seq} * a.block_size;
   if (a.sliding_window > 0) tokens = std::min<uint64_t>(tokens, a.sliding_window);
   if (!a.comp_pool.is_null()) tokens += a.comp_block_count;
-  const uint64_t by_length = tokens / (uint64_t{kMlaDecodeTile} * kMlaMinTilesPerSplit);
+  const uint64_t by_length = tokens / (uint64_t{contract::mla::kTile} * kMlaMinTilesPerSplit);
   const uint64_t n = std::min<uint64_t>({slots / ctas, by_length, room});
   if (n >= 2) {
     plan.num_splits = static_cast<uint32_t>(n);
@@ -405,7 +391,7 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
         .arg(a.comp_block_count)
         .launch(stream);
   }
-  const uint32_t dv = a.kv_cache_dim - kMlaRopeDim;
+  const uint32_t dv = a.kv_cache_dim - contract::mla::kRopeDim;
   const DevicePtr part_acc = a.workspace;
   const DevicePtr part_ml =
       a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
@@ -422,7 +408,7 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
           .launch(stream));
   return KernelLaunch(dev, k.mla_decode_combine)
       .grid({a.num_q_heads, a.num_seqs})
-      .block({kMlaBlockThreads})
+      .block({contract::mla::kThreads})
       .arg(part_acc)
       .arg(part_ml)
       .arg(a.o)

@@ -54,6 +54,35 @@ inline absl::Status check_scale(std::string_view op, const char* name, float sca
   return invalid(op, absl::StrFormat("%s %g must be a positive number", name, scale));
 }
 
+// The shape of a paged cache: KV heads, head_dim and block size non-zero.
+inline absl::Status check_heads(std::string_view op, uint32_t num_kv_heads, uint32_t head_dim,
+                         uint32_t block_size) {
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "num_kv_heads", num_kv_heads));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "head_dim", head_dim));
+  return check_nonzero(op, "block_size", block_size);
+}
+
+inline absl::Status check_row_stride(std::string_view op, const char* name, uint32_t stride,
+                              uint32_t num_kv_heads, uint32_t head_dim) {
+  const uint64_t row = uint64_t{num_kv_heads} * head_dim;
+  if (stride >= row) return absl::OkStatus();
+  return invalid(
+      op, absl::StrFormat("%s %d is shorter than a token row (num_kv_heads %d * head_dim %d = %d "
+                          "elements); pass the row pitch of the buffer in elements",
+                          name, stride, num_kv_heads, head_dim, row));
+}
+
+inline absl::Status check_cache_stride(std::string_view op, uint64_t cache_stride,
+                                       uint32_t block_size, uint32_t num_kv_heads,
+                                       uint32_t head_dim) {
+  const uint64_t block = uint64_t{block_size} * num_kv_heads * head_dim;
+  if (cache_stride >= block) return absl::OkStatus();
+  return invalid(op, absl::StrFormat(
+                         "cache_stride %d is smaller than one cache block (block_size %d * "
+                         "num_kv_heads %d * head_dim %d = %d elements)",
+                         cache_stride, block_size, num_kv_heads, head_dim, block));
+}
+
 }  // namespace sparkrt::ops::detail
 
 #endif  // SPARKRT_OPS_SRC_OP_CHECKS_H_

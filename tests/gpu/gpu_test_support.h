@@ -1,11 +1,13 @@
 // Shared by the op tests that run the cuda backend against the cpu backend's
 // reference implementations: the device pair, buffers mirrored on both
-// devices, poisoning, and the bitwise comparison.
+// devices (BufferPair), random inputs, poisoning, and the bitwise comparison.
 #ifndef SPARKRT_TESTS_GPU_GPU_TEST_SUPPORT_H_
 #define SPARKRT_TESTS_GPU_GPU_TEST_SUPPORT_H_
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -15,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sparkrt/numeric.h"
 #include "sparkrt/sparkrt.h"
 #include "status_checks.h"  // REQUIRE_OK, fresh_seed
 
@@ -41,11 +44,11 @@ struct DevicePair {
   Side& side(int i) { return i == 0 ? gpu : cpu; }
 };
 
-// A buffer with the same contents on both devices.
-class Twin {
+// A buffer with the same contents on both devices of a DevicePair.
+class BufferPair {
  public:
   template <typename Side>
-  Twin(DevicePair<Side>& p, size_t bytes)
+  BufferPair(DevicePair<Side>& p, size_t bytes)
       : dev_{p.gpu.dev.get(), p.cpu.dev.get()}, bytes_(bytes == 0 ? 1 : bytes) {
     for (int i = 0; i < 2; ++i) {
       auto a = dev_[i]->alloc(bytes_);
@@ -54,15 +57,16 @@ class Twin {
     }
   }
   template <typename Side, typename T>
-  Twin(DevicePair<Side>& p, const std::vector<T>& host) : Twin(p, host.size() * sizeof(T)) {
+  BufferPair(DevicePair<Side>& p, const std::vector<T>& host)
+      : BufferPair(p, host.size() * sizeof(T)) {
     for (int i = 0; i < 2; ++i)
       REQUIRE_OK(dev_[i]->copy_h2d(host.data(), ptr_[i], host.size() * sizeof(T)));
   }
-  ~Twin() {
+  ~BufferPair() {
     for (int i = 0; i < 2; ++i) dev_[i]->free(ptr_[i]).IgnoreError();
   }
-  Twin(const Twin&) = delete;
-  Twin& operator=(const Twin&) = delete;
+  BufferPair(const BufferPair&) = delete;
+  BufferPair& operator=(const BufferPair&) = delete;
 
   DevicePtr gpu() const { return ptr_[0]; }
   DevicePtr cpu() const { return ptr_[1]; }
@@ -85,9 +89,76 @@ class Twin {
   DevicePtr ptr_[2];
 };
 
+// Random inputs: magnitudes in [lo, hi] with a random sign, never zero and
+// never NaN, as bf16, f32 or e4m3 codes.
+inline float random_mag(std::mt19937_64& gen, float lo, float hi) {
+  const float m = std::uniform_real_distribution<float>(lo, hi)(gen);
+  return (gen() & 1) ? -m : m;
+}
+inline std::vector<numeric::bf16_bits> random_bf16(std::mt19937_64& gen, size_t n,
+                                                   float lo = 0.25f, float hi = 2.0f) {
+  std::vector<numeric::bf16_bits> v(n);
+  for (auto& x : v) x = numeric::f32_to_bf16(random_mag(gen, lo, hi));
+  return v;
+}
+inline std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f,
+                                     float hi = 2.0f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = random_mag(gen, lo, hi);
+  return v;
+}
+inline std::vector<numeric::fp8_bits> random_fp8(std::mt19937_64& gen, size_t n, float lo,
+                                                 float hi) {
+  std::vector<numeric::fp8_bits> v(n);
+  for (auto& x : v) x = numeric::f32_to_fp8_e4m3(random_mag(gen, lo, hi));
+  return v;
+}
+
+// Shuffled ids [0, n) (block ids of a pool).
+inline std::vector<int32_t> shuffled(std::mt19937_64& gen, int32_t n) {
+  std::vector<int32_t> ids(n);
+  for (int32_t i = 0; i < n; ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), gen);
+  return ids;
+}
+
+// A stored element as a double.
+inline double bf16d(uint16_t b) { return numeric::bf16_to_f32(b); }
+inline double fp8d(uint8_t b) { return numeric::fp8_e4m3_to_f32(b); }
+
+// Counts of one elementwise comparison.
+struct Tally {
+  size_t bad = 0, compared = 0, first = 0;
+  double worst = 0, first_gpu = 0, first_cpu = 0;
+  void add(size_t i, double gpu, double cpu, double bound) {
+    ++compared;
+    const double err = std::fabs(gpu - cpu);
+    if (!(err <= bound) && bad++ == 0) {
+      first = i;
+      first_gpu = gpu;
+      first_cpu = cpu;
+    }
+    if (bound > 0) worst = std::max(worst, err / bound);
+  }
+  void mismatch(size_t i, double gpu, double cpu) {
+    if (bad++ == 0) {
+      first = i;
+      first_gpu = gpu;
+      first_cpu = cpu;
+    }
+  }
+  void check(const std::string& what) const {
+    INFO(what << ": " << bad << " bad of " << compared << " compared; first at " << first
+              << " gpu " << first_gpu << " cpu " << first_cpu << "; worst error / bound "
+              << worst);
+    CHECK(compared > 0);
+    CHECK(bad == 0);
+  }
+};
+
 // Both sides of `t` hold the same elements of integer type T.
 template <typename T>
-void check_bitwise(const Twin& t, const std::string& what) {
+void check_bitwise(const BufferPair& t, const std::string& what) {
   const auto g = t.read<T>(0), c = t.read<T>(1);
   REQUIRE(g.size() == c.size());
   size_t bad = 0, first = g.size();

@@ -81,7 +81,7 @@ double head_max(const std::vector<double>& y) {
 
 TEST_CASE("ops cpu: fill_slots_from_block_table") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -109,7 +109,7 @@ TEST_CASE("ops cpu: fill_slots_from_block_table") {
 
 TEST_CASE("ops cpu: reshape_and_cache copies rows into slots exactly") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -157,7 +157,7 @@ TEST_CASE("ops cpu: reshape_and_cache copies rows into slots exactly") {
 
 TEST_CASE("ops cpu: reshape_and_cache_flash_v_only writes the value cache only") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -188,7 +188,7 @@ TEST_CASE("ops cpu: reshape_and_cache_flash_v_only writes the value cache only")
 
 TEST_CASE("ops cpu: reshape_and_cache_fp8 quantises with saturation into a padded pool") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -261,7 +261,7 @@ TEST_CASE("ops cpu: reshape_and_cache_fp8 quantises with saturation into a padde
 
 TEST_CASE("ops cpu: fused K path (bf16) equals RMSNorm then RoPE in float64, rounded once") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -327,7 +327,7 @@ TEST_CASE("ops cpu: fused K path (bf16) equals RMSNorm then RoPE in float64, rou
 
 TEST_CASE("ops cpu: MRoPE with equal positions equals the scalar variant bit for bit") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -374,7 +374,7 @@ TEST_CASE("ops cpu: MRoPE with equal positions equals the scalar variant bit for
 
 TEST_CASE("ops cpu: MRoPE picks pos_t, pos_h, pos_w by pair index mod 3") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -417,7 +417,7 @@ TEST_CASE("ops cpu: MRoPE picks pos_t, pos_h, pos_w by pair index mod 3") {
 
 TEST_CASE("ops cpu: fused K path (fp8) scales and saturates after one f32 pipeline") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -473,7 +473,7 @@ TEST_CASE("ops cpu: fused K path (fp8) scales and saturates after one f32 pipeli
 
 TEST_CASE("ops cpu: undersized buffers are errors naming the operand") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::KvCacheKernels>(*dev);
   std::mt19937_64 gen(fresh_seed());
   const uint32_t heads = 2, dim = 64, tokens = 8, block_size = 16;
   const Pool pool = dense_pool(1, block_size, heads, dim);

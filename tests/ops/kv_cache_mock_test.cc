@@ -1,4 +1,4 @@
-// Contract tests of the kv_cache and paged_attention op wrappers on the
+// Contract tests of the kv_cache op wrappers on the
 // recording mock: which kernels are looked up and in what order, and for each
 // op the launch exactly as the kernel contract (docs/kernels.md) and the op's
 // documented geometry say: grid, block, shared memory, stream, and every
@@ -19,7 +19,7 @@ namespace {
 
 // A fresh mock device (ops_mock_support.h) with the KV-cache kernels resolved.
 struct MockFixture : MockDevice {
-  ops::KvCacheKernels kernels = resolve(*dev);
+  ops::KvCacheKernels kernels = resolve<ops::KvCacheKernels>(*dev);
 };
 
 }  // namespace
@@ -27,7 +27,7 @@ struct MockFixture : MockDevice {
 TEST_CASE("ops mock: KvCacheKernels::resolve looks each entry up once, in order") {
   auto dev = open_device("mock");
   auto mock = MockDevice::attach(*dev);
-  const ops::KvCacheKernels k = resolve(*dev);
+  const ops::KvCacheKernels k = resolve<ops::KvCacheKernels>(*dev);
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"kv_cache", "fill_slots_from_block_table"},
       {"kv_cache", "reshape_and_cache"},
@@ -36,21 +36,14 @@ TEST_CASE("ops mock: KvCacheKernels::resolve looks each entry up once, in order"
       {"kv_cache", "fused_k_norm_rope_cache_write_bf16"},
       {"kv_cache", "fused_k_norm_rope_cache_write_bf16_mrope"},
       {"kv_cache", "fused_k_norm_rope_cache_write_fp8"},
-      {"paged_attention", "paged_decode_attn_bf16"},
-      {"paged_attention", "paged_decode_attn_fp8"},
-      {"paged_attention", "paged_decode_attn_bf16_split"},
-      {"paged_attention", "paged_decode_attn_fp8_split"},
-      {"paged_attention", "paged_decode_attn_combine"},
-      {"paged_attention", "paged_decode_attn_bf16_split_merge"},
-      {"paged_attention", "paged_decode_attn_fp8_split_merge"},
   };
   CHECK(mock.lookups() == expected);
   CHECK(mock.launch_count() == 0);
   CHECK(k.reshape_and_cache.entry() == "reshape_and_cache");
-  CHECK(k.paged_decode_attn_combine.module() == "paged_attention");
+  CHECK(k.fused_k_norm_rope_cache_write_fp8.module() == "kv_cache");
 
   // Resolving again is served from the runtime's cache: no new lookups.
-  resolve(*dev);
+  resolve<ops::KvCacheKernels>(*dev);
   CHECK(mock.lookups().size() == expected.size());
 }
 

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "sparkrt/numeric.h"
 #include "sparkrt/ops/kv_cache.h"
+#include "sparkrt/ops/paged_attention.h"
 #include "sparkrt/sparkrt.h"
 #include "status_checks.h"
 
@@ -35,8 +36,10 @@ inline std::unique_ptr<sparkrt::Device> open_device(const std::string& backend) 
   return *std::move(dev);
 }
 
-inline sparkrt::ops::KvCacheKernels resolve(sparkrt::Device& dev) {
-  auto k = sparkrt::ops::KvCacheKernels::resolve(dev);
+// The resolved kernels of one module (KvCacheKernels, PagedAttentionKernels).
+template <typename Kernels>
+Kernels resolve(sparkrt::Device& dev) {
+  auto k = Kernels::resolve(dev);
   REQUIRE_MESSAGE(k.ok(), k.status().ToString());
   return *k;
 }

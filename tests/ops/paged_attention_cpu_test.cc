@@ -196,7 +196,7 @@ void check_split_partials(const Problem& p, const std::vector<float>& ws, uint64
 // Runs the op for `p` on the cpu device and checks it against float64:
 // |out - ref| <= 2^-8 |ref| + 1e-4 max|V| (docs/kernels.md), and with forced
 // splits each split's partials too.
-void run_and_check(sparkrt::Device& dev, const ops::KvCacheKernels& k, const Problem& p,
+void run_and_check(sparkrt::Device& dev, const ops::PagedAttentionKernels& k, const Problem& p,
                    uint32_t num_splits, uint32_t expect_splits) {
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(p.dim));
   Buffer dq(dev, p.q), dtables(dev, p.tables), dlens(dev, p.lens);
@@ -282,7 +282,7 @@ void run_and_check(sparkrt::Device& dev, const ops::KvCacheKernels& k, const Pro
 
 TEST_CASE("ops cpu: paged_decode_attn_bf16 over shapes, GQA ratios, block sizes and windows") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::PagedAttentionKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -303,7 +303,7 @@ TEST_CASE("ops cpu: paged_decode_attn_bf16 over shapes, GQA ratios, block sizes 
 
 TEST_CASE("ops cpu: paged_decode_attn_fp8 with scales and a padded pool") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::PagedAttentionKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -322,7 +322,7 @@ TEST_CASE("ops cpu: paged_decode_attn_fp8 with scales and a padded pool") {
 
 TEST_CASE("ops cpu: split-KV decode (split + combine) equals the dense softmax") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::PagedAttentionKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -345,7 +345,7 @@ TEST_CASE("ops cpu: the decode op splits by itself when its CTAs cannot fill the
   // 64, counted over the block table's capacity), in two, one per resident
   // CTA slot; two sequences are two CTAs.
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::PagedAttentionKernels>(*dev);
   const uint64_t seed = fresh_seed();
   INFO("seed ", seed);
   std::mt19937_64 gen(seed);
@@ -359,7 +359,7 @@ TEST_CASE("ops cpu: the decode op splits by itself when its CTAs cannot fill the
 
 TEST_CASE("ops cpu: decode with undersized buffers or lengths past the table is an error") {
   auto dev = open_device("cpu");
-  const auto k = resolve(*dev);
+  const auto k = resolve<ops::PagedAttentionKernels>(*dev);
   std::mt19937_64 gen(fresh_seed());
   const Problem p = make_problem(gen, CacheType::kBf16, 4, 2, 64, 16, 0, {20, 33});
   Buffer dq(*dev, p.q), dtables(*dev, p.tables), dlens(*dev, p.lens);

@@ -4,6 +4,8 @@
 // (one split-merge launch, with the workspace laid out as documented).
 #include <algorithm>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ops_mock_support.h"
@@ -18,10 +20,10 @@ namespace ops = sparkrt::ops;
 
 namespace {
 
-// A fresh mock device (ops_mock_support.h) with the KV-cache kernels resolved.
+// A fresh mock device (ops_mock_support.h) with the paged-attention kernels resolved.
 struct Fixture : MockDevice {
   explicit Fixture(const char* properties = nullptr) : MockDevice(properties) {}
-  ops::KvCacheKernels kernels = resolve(*dev);
+  ops::PagedAttentionKernels kernels = resolve<ops::PagedAttentionKernels>(*dev);
 
   // A Llama-like decode: 32 query heads over 8 KV heads, head_dim 128.
   ops::PagedDecodeAttnArgs bf16_args(uint32_t num_seqs, uint32_t max_blocks) {
@@ -100,6 +102,27 @@ std::vector<MockArg> one_pass_bf16_args(const ops::PagedDecodeAttnArgs& a) {
 }
 
 }  // namespace
+
+TEST_CASE("ops mock: PagedAttentionKernels::resolve looks each entry up once, in order") {
+  auto dev = open_device("mock");
+  auto mock = MockDevice::attach(*dev);
+  const auto k = resolve<ops::PagedAttentionKernels>(*dev);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"paged_attention", "paged_decode_attn_bf16"},
+      {"paged_attention", "paged_decode_attn_fp8"},
+      {"paged_attention", "paged_decode_attn_bf16_split"},
+      {"paged_attention", "paged_decode_attn_fp8_split"},
+      {"paged_attention", "paged_decode_attn_combine"},
+      {"paged_attention", "paged_decode_attn_bf16_split_merge"},
+      {"paged_attention", "paged_decode_attn_fp8_split_merge"},
+  };
+  CHECK(mock.lookups() == expected);
+  CHECK(mock.launch_count() == 0);
+  CHECK(k.paged_decode_attn_combine.module() == "paged_attention");
+  CHECK(k.paged_decode_attn_fp8_split_merge.entry() == "paged_decode_attn_fp8_split_merge");
+  resolve<ops::PagedAttentionKernels>(*dev);  // from the runtime's cache
+  CHECK(mock.lookups().size() == expected.size());
+}
 
 TEST_CASE("ops mock: paged_decode_attn_bf16 one pass, heads per CTA from the GQA group") {
   Fixture f;

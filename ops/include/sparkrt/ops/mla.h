@@ -1,8 +1,9 @@
 // MLA (multi-head latent attention) ops: the host side of the `mla` kernel
 // module (contracts in docs/kernels.md, "Module mla").
 //
-// The MLA cache holds one KV head of kMlaCacheDim = 576 values per token: the
-// kMlaLatentDim = 512 latent values, then the kMlaRopeDim = 64 rope values.
+// The MLA cache holds one KV head of kCacheDim = 576 values per token: the
+// kLatentDim = 512 latent values, then the kRopeDim = 64 rope values (the
+// constants of the module's contract, sparkrt/contract/mla.h).
 // K is the whole row, V is its latent part. Queries are "absorbed": each
 // head's nope part is multiplied into the latent space (mla_batched_gemv),
 // its rope part is copied next to it (mla_q_rope_scatter, RoPE,
@@ -35,22 +36,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sparkrt/contract/mla.h"
 #include "sparkrt/device.h"
 #include "sparkrt/types.h"
 
 namespace sparkrt::ops {
-
-inline constexpr char kMlaModule[] = "mla";
-
-inline constexpr uint32_t kMlaLatentDim = 512;
-inline constexpr uint32_t kMlaRopeDim = 64;  // the rope part that ends every cache row
-inline constexpr uint32_t kMlaCacheDim = kMlaLatentDim + kMlaRopeDim;
-// Threads per block of every mla kernel but mla_cache_assemble.
-inline constexpr uint32_t kMlaBlockThreads = 256;
-// Outputs one mla_batched_gemv CTA computes (one per warp).
-inline constexpr uint32_t kMlaGemvOutputsPerCta = 8;
-// Decode limit on q_head_dim and kv_cache_dim.
-inline constexpr uint32_t kMlaMaxDecodeDim = 1024;
 
 // Every kernel of the `mla` module, resolved once per device, looked up in
 // declaration order.
@@ -158,14 +148,9 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 //             block (256), 4352 bytes of dynamic shared memory (its scratch;
 //             correct for every valid shape, far slower).
 
-// The kv_cache_dim the tiled decode takes (the MLA row).
-inline constexpr uint32_t kMlaTiledDim = kMlaCacheDim;
-// Tokens per tile of the tiled decode (a split takes whole tiles), and the
-// most query heads (of one KV head) a tiled CTA serves.
-inline constexpr uint32_t kMlaDecodeTile = 64;
-inline constexpr uint32_t kMlaDecodeHeadsPerCta = 16;
-// Threads of a tiled CTA: 8 consumer warps and 2 warps that stage the rows.
-inline constexpr uint32_t kMlaTiledDecodeThreads = 320;
+// The tiled decode takes kv_cache_dim contract::mla::kCacheDim (the MLA row);
+// its tiles, heads per CTA and threads are the contract's kTile, kTiledRows
+// and kTiledThreads.
 // Largest split count the op uses, and the fewest tiles it gives a split.
 inline constexpr uint32_t kMlaMaxDecodeSplits = 64;
 inline constexpr uint32_t kMlaMinTilesPerSplit = 2;
@@ -184,8 +169,8 @@ struct MlaPagedDecodeNvfp4Args {
   uint32_t max_blocks_per_seq = 0;
   uint32_t num_q_heads = 0;
   uint32_t num_kv_heads = 1;
-  uint32_t q_head_dim = kMlaCacheDim;    // <= kv_cache_dim
-  uint32_t kv_cache_dim = kMlaCacheDim;  // a multiple of 16 in (64, 1024]
+  uint32_t q_head_dim = contract::mla::kCacheDim;    // <= kv_cache_dim
+  uint32_t kv_cache_dim = contract::mla::kCacheDim;  // a multiple of 16 in (64, 1024]
   uint32_t block_size = 0;
   float inv_sqrt_d = 0.0f;
   // With values = block_size * num_kv_heads * kv_cache_dim per block:
@@ -203,7 +188,7 @@ struct MlaNvfp4BlockLayout {
   uint64_t block_stride_bytes = 0;
 };
 MlaNvfp4BlockLayout mla_nvfp4_block_layout(uint32_t block_size, uint32_t num_kv_heads = 1,
-                                           uint32_t kv_cache_dim = kMlaCacheDim);
+                                           uint32_t kv_cache_dim = contract::mla::kCacheDim);
 
 // FP8 E4M3 cache: K = fp8 * k_scale, V = fp8 * v_scale, blocks cache_stride
 // bytes apart. sliding_window W > 0 attends to the last min(W, seq_len)
@@ -221,8 +206,8 @@ struct MlaPagedDecodeFp8Args {
   uint32_t max_blocks_per_seq = 0;
   uint32_t num_q_heads = 0;
   uint32_t num_kv_heads = 1;
-  uint32_t q_head_dim = kMlaCacheDim;
-  uint32_t kv_cache_dim = kMlaCacheDim;  // in (64, 1024]
+  uint32_t q_head_dim = contract::mla::kCacheDim;
+  uint32_t kv_cache_dim = contract::mla::kCacheDim;  // in (64, 1024]
   uint32_t block_size = 0;
   float inv_sqrt_d = 0.0f;
   float k_scale = 1.0f;         // > 0
@@ -247,7 +232,7 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
 // [num_seqs][num_q_heads][splits][kv_cache_dim - 64], then, 256-byte aligned,
 // the partial (max, sum) pairs [num_seqs][num_q_heads][splits][2].
 uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
-                                    uint32_t kv_cache_dim = kMlaCacheDim,
+                                    uint32_t kv_cache_dim = contract::mla::kCacheDim,
                                     uint32_t max_splits = kMlaMaxDecodeSplits);
 
 // What mla_paged_decode_fp8 launches for these arguments on `dev`.

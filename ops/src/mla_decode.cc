@@ -1,4 +1,4 @@
-#include "sparkrt/ops/k3_mla_decode.h"
+#include "sparkrt/ops/mla_decode.h"
 
 #include <string_view>
 #include <utility>
@@ -114,7 +114,7 @@ absl::StatusOr<std::vector<float>> download(Device& dev, DevicePtr src, size_t n
 
 // ── MlaConfig ───────────────────────────────────────────────────────────────
 
-MlaConfig MlaConfig::test_twin() {
+MlaConfig MlaConfig::small_test() {
   return {.heads = 4,
           .qk_nope_head_dim = 32,
           .qk_rope_head_dim = 16,
@@ -138,24 +138,25 @@ absl::Status MlaConfig::validate() const {
 
 // ── kernels and launches ────────────────────────────────────────────────────
 
-absl::StatusOr<K3MlaDecodeKernels> K3MlaDecodeKernels::resolve(Device& dev) {
-  K3MlaDecodeKernels k;
+absl::StatusOr<MlaDecodeKernels> MlaDecodeKernels::resolve(Device& dev) {
+  MlaDecodeKernels k;
   const detail::KernelEntry entries[] = {
-      {kMlaDecodeModule, kK3MlaRopeEntry, &k.rope},
-      {kMlaDecodeModule, kK3MlaSdpaEntry, &k.sdpa},
+      {contract::mla_decode::kModule, contract::mla_decode::kRopeEntry, &k.rope},
+      {contract::mla_decode::kModule, contract::mla_decode::kSdpaEntry, &k.sdpa},
   };
   SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
   return k;
 }
 
-absl::Status k3_mla_maybe_rope(Device& dev, const K3MlaDecodeKernels& k, const K3MlaRopeArgs& a,
+absl::Status k3_mla_maybe_rope(Device& dev, const MlaDecodeKernels& k, const K3MlaRopeArgs& a,
                                Stream stream) {
   if (a.heads == 0) return absl::OkStatus();
   if (!a.use_nope && a.rope_dim % 2 != 0)
-    return invalid(kK3MlaRopeEntry, absl::StrFormat("rope_dim %d must be even", a.rope_dim));
+    return invalid(contract::mla_decode::kRopeEntry,
+                   absl::StrFormat("rope_dim %d must be even", a.rope_dim));
   return KernelLaunch(dev, k.rope)
-      .grid({div_ceil(a.heads, kK3MlaRopeBlock)})
-      .block({kK3MlaRopeBlock})
+      .grid({div_ceil(a.heads, contract::mla_decode::kRopeThreads)})
+      .block({contract::mla_decode::kRopeThreads})
       .arg(a.q)
       .arg(a.k)
       .arg(a.heads)
@@ -167,15 +168,15 @@ absl::Status k3_mla_maybe_rope(Device& dev, const K3MlaDecodeKernels& k, const K
       .launch(stream);
 }
 
-absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
+absl::Status k3_mla_sdpa_gate(Device& dev, const MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
                               Stream stream) {
   if (a.heads == 0 || a.dv == 0) return absl::OkStatus();
-  SPARKRT_RETURN_IF_ERROR(check_nonzero(kK3MlaSdpaEntry, "dq", a.dq));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(contract::mla_decode::kSdpaEntry, "dq", a.dq));
   if (a.use_gate && a.g.is_null())
-    return invalid(kK3MlaSdpaEntry, "the output gate is on but g is null");
+    return invalid(contract::mla_decode::kSdpaEntry, "the output gate is on but g is null");
   return KernelLaunch(dev, k.sdpa)
       .grid({a.heads})
-      .block({kK3MlaSdpaBlock})
+      .block({contract::mla_decode::kSdpaThreads})
       .arg(a.q)
       .arg(a.k)
       .arg(a.v)
@@ -279,12 +280,12 @@ absl::Status MlaDeviceKv::truncate(size_t seq_len) {
 
 // ── token steps ─────────────────────────────────────────────────────────────
 
-absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
-                                                       const K3MlaDecodeKernels& kernels,
+absl::StatusOr<std::vector<float>> mla_decode_token(Device& dev,
+                                                       const MlaDecodeKernels& kernels,
                                                        const MlaConfig& cfg,
                                                        const MlaTokenInputs& in, MlaHostKv& kv,
                                                        Stream stream) {
-  constexpr std::string_view op = "k3_mla_decode_token";
+  constexpr std::string_view op = "mla_decode_token";
   SPARKRT_RETURN_IF_ERROR(check_inputs(op, cfg, in));
   if (kv.k_row() != cfg.qk_row() || kv.v_row() != cfg.v_row()) {
     return invalid(op, absl::StrFormat("the host KV rows (%d, %d values) do not match the "
@@ -322,12 +323,12 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
   return out;
 }
 
-absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(Device& dev,
-                                                                 const K3MlaDecodeKernels& kernels,
+absl::StatusOr<std::vector<float>> mla_decode_token_on_device(Device& dev,
+                                                                 const MlaDecodeKernels& kernels,
                                                                  const MlaConfig& cfg,
                                                                  const MlaTokenInputs& in,
                                                                  MlaDeviceKv& kv, Stream stream) {
-  constexpr std::string_view op = "k3_mla_decode_token_on_device";
+  constexpr std::string_view op = "mla_decode_token_on_device";
   SPARKRT_RETURN_IF_ERROR(check_not_full(op, kv));
   SPARKRT_RETURN_IF_ERROR(check_inputs(op, cfg, in));
   if (kv.k_row() != cfg.qk_row() || kv.v_row() != cfg.v_row()) {

@@ -1,5 +1,6 @@
-// K3 gated-NoPE MLA decode: the host side of the `mla_decode` kernel module
-// (contracts in docs/kernels.md, "Module mla_decode").
+// Kimi K3 gated-NoPE MLA decode: the host side of the `mla_decode` kernel
+// module (contract in sparkrt/contract/mla_decode.h, docs/kernels.md "Module
+// mla_decode", which defines the model's attention).
 //
 // One decode token is two kernels: k3_mla_maybe_rope_f32 rotates the rope
 // part of q and the new k (or leaves them alone: NoPE), then
@@ -8,21 +9,21 @@
 // per head: q, k [heads][qk_head_dim], v, g, out [heads][v_head_dim].
 //
 // Two token steps:
-//   k3_mla_decode_token            the KV cache lives on the host
+//   mla_decode_token            the KV cache lives on the host
 //                                  (MlaHostKv): the rotated k comes back,
 //                                  and the whole cache is uploaded per token.
-//   k3_mla_decode_token_on_device  the KV cache lives on the device
+//   mla_decode_token_on_device  the KV cache lives on the device
 //                                  (MlaDeviceKv): the new row is appended
 //                                  there, and only the output comes back.
 //
-//   auto kernels = sparkrt::ops::K3MlaDecodeKernels::resolve(dev);  // once
+//   auto kernels = sparkrt::ops::MlaDecodeKernels::resolve(dev);  // once
 //   auto kv = sparkrt::ops::MlaDeviceKv::alloc(dev, 4096, cfg.qk_row(), cfg.v_row());
-//   auto out = sparkrt::ops::k3_mla_decode_token_on_device(
+//   auto out = sparkrt::ops::mla_decode_token_on_device(
 //       dev, *kernels, cfg, {.q = q, .k = k, .v = v, .g = g, .pos = pos}, *kv, stream);
 //
 // Both steps return once the output is on the host.
-#ifndef SPARKRT_OPS_K3_MLA_DECODE_H_
-#define SPARKRT_OPS_K3_MLA_DECODE_H_
+#ifndef SPARKRT_OPS_MLA_DECODE_H_
+#define SPARKRT_OPS_MLA_DECODE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -31,18 +32,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sparkrt/contract/mla_decode.h"
 #include "sparkrt/device.h"
 #include "sparkrt/types.h"
 
 namespace sparkrt::ops {
 
-inline constexpr char kMlaDecodeModule[] = "mla_decode";
-inline constexpr char kK3MlaRopeEntry[] = "k3_mla_maybe_rope_f32";
-inline constexpr char kK3MlaSdpaEntry[] = "k3_mla_sdpa_gate_f32";
-inline constexpr uint32_t kK3MlaRopeBlock = 128;  // one thread per head
-inline constexpr uint32_t kK3MlaSdpaBlock = 32;   // one warp per head
-
-// The attention shape of one K3 MLA layer.
+// The attention shape of one Kimi K3 MLA layer.
 struct MlaConfig {
   uint32_t heads = 0;
   uint32_t qk_nope_head_dim = 0;
@@ -57,19 +53,19 @@ struct MlaConfig {
 
   // A small configuration for tests, NoPE and output gate on: 4 heads,
   // 32 nope + 16 rope dims, 32 v dims.
-  static MlaConfig test_twin();
+  static MlaConfig small_test();
 
   // InvalidArgument when the kernels cannot run this shape.
   absl::Status validate() const;
 };
 
 // Both kernels of the module, resolved once per device: rope, then sdpa.
-struct K3MlaDecodeKernels {
+struct MlaDecodeKernels {
   Kernel rope;
   Kernel sdpa;
 
   // The first lookup that fails is returned as is.
-  static absl::StatusOr<K3MlaDecodeKernels> resolve(Device& dev);
+  static absl::StatusOr<MlaDecodeKernels> resolve(Device& dev);
 };
 
 // ── the two launches ────────────────────────────────────────────────────────
@@ -87,7 +83,7 @@ struct K3MlaRopeArgs {
   float theta = 10000.0f;
   bool use_nope = false;  // passed as u32 0/1
 };
-absl::Status k3_mla_maybe_rope(Device& dev, const K3MlaDecodeKernels& k, const K3MlaRopeArgs& a,
+absl::Status k3_mla_maybe_rope(Device& dev, const MlaDecodeKernels& k, const K3MlaRopeArgs& a,
                                Stream stream = {});
 
 // out[h] = softmax_t(q[h] . k[t][h] / sqrt(dq)) . v[t][h] over t < seq_len,
@@ -104,7 +100,7 @@ struct K3MlaSdpaGateArgs {
   uint32_t dv = 0;
   bool use_gate = false;  // passed as u32 0/1
 };
-absl::Status k3_mla_sdpa_gate(Device& dev, const K3MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
+absl::Status k3_mla_sdpa_gate(Device& dev, const MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
                               Stream stream = {});
 
 // ── KV caches ───────────────────────────────────────────────────────────────
@@ -201,8 +197,8 @@ struct MlaTokenInputs {
 // appends it with v to `kv`, uploads the whole cache and g, attends, and
 // downloads the output [heads][v_head_dim]. Device memory is allocated for
 // the step and freed before it returns. `kv` is unchanged on error.
-absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
-                                                       const K3MlaDecodeKernels& kernels,
+absl::StatusOr<std::vector<float>> mla_decode_token(Device& dev,
+                                                       const MlaDecodeKernels& kernels,
                                                        const MlaConfig& cfg,
                                                        const MlaTokenInputs& in, MlaHostKv& kv,
                                                        Stream stream = {});
@@ -211,10 +207,10 @@ absl::StatusOr<std::vector<float>> k3_mla_decode_token(Device& dev,
 // and k there, appends k and v as row seq_len() of `kv`, attends over the
 // device rows, and downloads only the output. FailedPrecondition when `kv`
 // is full (checked first: nothing runs); `kv` is unchanged on error.
-absl::StatusOr<std::vector<float>> k3_mla_decode_token_on_device(
-    Device& dev, const K3MlaDecodeKernels& kernels, const MlaConfig& cfg, const MlaTokenInputs& in,
+absl::StatusOr<std::vector<float>> mla_decode_token_on_device(
+    Device& dev, const MlaDecodeKernels& kernels, const MlaConfig& cfg, const MlaTokenInputs& in,
     MlaDeviceKv& kv, Stream stream = {});
 
 }  // namespace sparkrt::ops
 
-#endif  // SPARKRT_OPS_K3_MLA_DECODE_H_
+#endif  // SPARKRT_OPS_MLA_DECODE_H_

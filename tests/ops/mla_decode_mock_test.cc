@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "mla_test_support.h"
-#include "sparkrt/ops/k3_mla_decode.h"
+#include "sparkrt/ops/mla_decode.h"
 
 using namespace mlatest;
 using opstest::contains;
@@ -32,12 +32,12 @@ struct TwinInputs {
 // one token's inputs for it.
 struct TwinMock : MockDevice {
   struct Parts {
-    ops::K3MlaDecodeKernels kernels;
+    ops::MlaDecodeKernels kernels;
     ops::MlaConfig cfg;
     TwinInputs in;
   };
-  Parts twin{resolve_kernels<ops::K3MlaDecodeKernels>(*dev), ops::MlaConfig::test_twin(),
-             TwinInputs(ops::MlaConfig::test_twin())};
+  Parts twin{resolve_kernels<ops::MlaDecodeKernels>(*dev), ops::MlaConfig::small_test(),
+             TwinInputs(ops::MlaConfig::small_test())};
 };
 
 ops::MlaDeviceKv alloc_kv(sparkrt::Device& dev, const ops::MlaConfig& cfg, size_t capacity) {
@@ -50,7 +50,7 @@ ops::MlaDeviceKv alloc_kv(sparkrt::Device& dev, const ops::MlaConfig& cfg, size_
 
 TEST_CASE("k3 mla mock: resolve looks up the rope entry, then the sdpa entry") {
   MockDevice m;
-  const ops::K3MlaDecodeKernels k = resolve_kernels<ops::K3MlaDecodeKernels>(*m.dev);
+  const ops::MlaDecodeKernels k = resolve_kernels<ops::MlaDecodeKernels>(*m.dev);
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"mla_decode", "k3_mla_maybe_rope_f32"},
       {"mla_decode", "k3_mla_sdpa_gate_f32"},
@@ -63,7 +63,7 @@ TEST_CASE("k3 mla mock: resolve looks up the rope entry, then the sdpa entry") {
   SUBCASE("a missing entry is the lookup's error") {
     MockDevice m2;
     REQUIRE_OK(m2.mock.deny_lookup("mla_decode", "k3_mla_sdpa_gate_f32"));
-    auto r = ops::K3MlaDecodeKernels::resolve(*m2.dev);
+    auto r = ops::MlaDecodeKernels::resolve(*m2.dev);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == absl::StatusCode::kNotFound);
     CHECK(contains(r.status(), "k3_mla_sdpa_gate_f32"));
@@ -76,7 +76,7 @@ TEST_CASE("k3 mla mock: the twin configuration's launch contract (host KV)") {
   REQUIRE(cfg.mla_use_nope);
   REQUIRE(cfg.mla_use_output_gate);
   ops::MlaHostKv kv(cfg);
-  auto out = ops::k3_mla_decode_token(*m.dev, kernels, cfg, in.at(3), kv, m.stream);
+  auto out = ops::mla_decode_token(*m.dev, kernels, cfg, in.at(3), kv, m.stream);
   REQUIRE_MESSAGE(out.ok(), out.status().ToString());
   CHECK(out->size() == cfg.v_row());
   CHECK(kv.seq_len() == 1);
@@ -121,9 +121,9 @@ TEST_CASE("k3 mla mock: the second device-resident token downloads only the outp
   TwinMock m;
   const auto& [kernels, cfg, in] = m.twin;
   ops::MlaDeviceKv kv = alloc_kv(*m.dev, cfg, 8);
-  REQUIRE(ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(0), kv, m.stream).ok());
+  REQUIRE(ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(0), kv, m.stream).ok());
   const auto before = m.mock.counters();
-  auto out = ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(1), kv, m.stream);
+  auto out = ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(1), kv, m.stream);
   REQUIRE_MESSAGE(out.ok(), out.status().ToString());
   const auto after = m.mock.counters();
   const uint64_t pulled = after.d2h_blocking - before.d2h_blocking;
@@ -155,10 +155,10 @@ TEST_CASE("k3 mla mock: a full device KV is an error before any work") {
   ops::MlaDeviceKv kv = alloc_kv(*m.dev, cfg, 2);
   for (uint32_t pos = 0; pos < 2; ++pos)
     REQUIRE(
-        ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(pos), kv, m.stream).ok());
+        ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(pos), kv, m.stream).ok());
   CHECK(kv.full());
   const auto before = m.mock.counters();
-  auto out = ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(2), kv, m.stream);
+  auto out = ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(2), kv, m.stream);
   REQUIRE_FALSE(out.ok());
   CHECK(out.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(contains(out.status(), "full"));
@@ -176,7 +176,7 @@ TEST_CASE("k3 mla mock: a full device KV is an error before any work") {
   }
   SUBCASE("truncate makes room again") {
     REQUIRE_OK(kv.truncate(1));
-    CHECK(ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(1), kv, m.stream).ok());
+    CHECK(ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(1), kv, m.stream).ok());
     CHECK(kv.seq_len() == 2);
     CHECK(kv.truncate(3).code() == absl::StatusCode::kInvalidArgument);
   }
@@ -187,7 +187,7 @@ TEST_CASE("k3 mla mock: a failed launch leaves the device KV as it was") {
   const auto& [kernels, cfg, in] = m.twin;
   ops::MlaDeviceKv kv = alloc_kv(*m.dev, cfg, 4);
   REQUIRE_OK(m.mock.fail_launch(2));  // the sdpa, after the append
-  auto out = ops::k3_mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(0), kv, m.stream);
+  auto out = ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(0), kv, m.stream);
   REQUIRE_FALSE(out.ok());
   CHECK(out.status().code() == absl::StatusCode::kInternal);
   CHECK(kv.seq_len() == 0);
@@ -195,7 +195,7 @@ TEST_CASE("k3 mla mock: a failed launch leaves the device KV as it was") {
   SUBCASE("and the host KV too") {
     ops::MlaHostKv host(cfg);
     REQUIRE_OK(m.mock.fail_launch(2));
-    CHECK_FALSE(ops::k3_mla_decode_token(*m.dev, kernels, cfg, in.at(0), host, m.stream).ok());
+    CHECK_FALSE(ops::mla_decode_token(*m.dev, kernels, cfg, in.at(0), host, m.stream).ok());
     CHECK(host.seq_len() == 0);
     CHECK(m.mock.counters().live_allocations == 3);  // only the device KV's own memory
   }
@@ -203,7 +203,7 @@ TEST_CASE("k3 mla mock: a failed launch leaves the device KV as it was") {
 
 TEST_CASE("k3 mla mock: the rope and sdpa launches pass their flags as u32") {
   MockDevice m;
-  const auto kernels = resolve_kernels<ops::K3MlaDecodeKernels>(*m.dev);
+  const auto kernels = resolve_kernels<ops::MlaDecodeKernels>(*m.dev);
   const ops::K3MlaRopeArgs r{.q = m.fake_ptr(),
                              .k = m.fake_ptr(),
                              .heads = m.u32(129, 300),
@@ -266,8 +266,8 @@ TEST_CASE("k3 mla mock: wrong ranks and configurations are refused before any wo
   ops::MlaDeviceKv dkv = alloc_kv(*m.dev, cfg, 4);
   const auto expect_invalid = [&](const ops::MlaConfig& c, const ops::MlaTokenInputs& t,
                                   const char* text) {
-    auto a = ops::k3_mla_decode_token(*m.dev, kernels, c, t, host, m.stream);
-    auto b = ops::k3_mla_decode_token_on_device(*m.dev, kernels, c, t, dkv, m.stream);
+    auto a = ops::mla_decode_token(*m.dev, kernels, c, t, host, m.stream);
+    auto b = ops::mla_decode_token_on_device(*m.dev, kernels, c, t, dkv, m.stream);
     for (const absl::Status& s : {a.status(), b.status()}) {
       INFO(s.ToString());
       CHECK(s.code() == absl::StatusCode::kInvalidArgument);
@@ -311,7 +311,7 @@ TEST_CASE("k3 mla mock: wrong ranks and configurations are refused before any wo
     c.v_head_dim = 2 * cfg.v_head_dim;
     REQUIRE(c.qk_row() == cfg.qk_row());
     ops::MlaHostKv other(c.qk_row(), c.v_row() + 1);
-    auto s = ops::k3_mla_decode_token(*m.dev, kernels, c, in.at(0), other, m.stream);
+    auto s = ops::mla_decode_token(*m.dev, kernels, c, in.at(0), other, m.stream);
     CHECK(s.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK(contains(s.status(), "do not match"));
   }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Compares the code of every kernel module between two source trees: each
+# kernels/ptx/<module>.cu is compiled as the build compiles it (the flags of
+# kernels/CMakeLists.txt, without -lineinfo, whose line numbers change with
+# any edit) to PTX for each architecture the build targets (compute_80, the
+# shipped PTX; compute_90 and compute_121, what the cubins are assembled
+# from, with their own #if __CUDA_ARCH__ paths), and the PTX is compared line
+# for line once the per-file hash in the names of anonymous-namespace symbols
+# (_INTERNAL_xxxxxxxx, _GLOBAL__N__xxxxxxxx) is masked. Equal PTX assembles to equal cubins. A
+# refactor that must not change the kernels shows "identical" everywhere.
+#
+#   tools/compare_kernel_code.sh OLD_TREE [NEW_TREE]   # NEW_TREE: this checkout
+#
+# Exit status: 0 when every module is identical, 1 when one differs or exists
+# in one tree only, 2 on a usage or compile error.
+set -uo pipefail
+old=${1:?usage: $0 OLD_TREE [NEW_TREE]}
+new=${2:-$(cd "$(dirname "$0")/.." && pwd)}
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[ -x "$nvcc" ] || { echo "no nvcc (set NVCC)" >&2; exit 2; }
+work=$(mktemp -d)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT  # KEEP=1 keeps the PTX for a diff
+flags=(-std=c++17 -O3 --expt-relaxed-constexpr -Werror all-warnings)
+
+archs=(compute_80 compute_90 compute_121)
+compile() {  # tree module out-prefix
+  for arch in "${archs[@]}"; do
+    "$nvcc" "${flags[@]}" -I"$1/kernels/include" -ptx -arch="$arch" -o "$3.$arch.raw" \
+      "$1/kernels/ptx/$2.cu" || return 1
+    sed -E 's/(_INTERNAL_|_GLOBAL__N__)[0-9a-f]{8}/\1x/g' "$3.$arch.raw" > "$3.$arch.ptx"
+  done
+}
+
+status=0
+modules=$( (ls "$old/kernels/ptx" "$new/kernels/ptx") | sed -n 's/\.cu$//p' | sort -u)
+for m in $modules; do
+  if [ ! -f "$old/kernels/ptx/$m.cu" ] || [ ! -f "$new/kernels/ptx/$m.cu" ]; then
+    echo "$m: in one tree only"
+    status=1
+    continue
+  fi
+  compile "$old" "$m" "$work/old_$m" || exit 2
+  compile "$new" "$m" "$work/new_$m" || exit 2
+  differs=()
+  for arch in "${archs[@]}"; do
+    cmp -s "$work/old_$m.$arch.ptx" "$work/new_$m.$arch.ptx" || differs+=("$arch")
+  done
+  if [ ${#differs[@]} -eq 0 ]; then
+    echo "$m: identical"
+  else
+    echo "$m: PTX differs for ${differs[*]} (diff $work/old_$m.${differs[0]}.ptx" \
+      "$work/new_$m.${differs[0]}.ptx)"
+    status=1
+  fi
+done
+exit $status
