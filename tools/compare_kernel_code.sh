@@ -6,8 +6,11 @@
 # shipped PTX; compute_90 and compute_121, what the cubins are assembled
 # from, with their own #if __CUDA_ARCH__ paths), and the PTX is compared line
 # for line once the per-file hash in the names of anonymous-namespace symbols
-# (_INTERNAL_xxxxxxxx, _GLOBAL__N__xxxxxxxx) is masked. Equal PTX assembles to equal cubins. A
-# refactor that must not change the kernels shows "identical" everywhere.
+# (_INTERNAL_xxxxxxxx, _GLOBAL__N__xxxxxxxx) is masked. Where the PTX differs
+# (virtual registers renumbered, say), the sm_90 and sm_121 cubins are built
+# and their machine code (every .text.* section) compared byte for byte. A
+# refactor that must not change the kernels shows "identical" or "same
+# machine code" for every module.
 #
 #   tools/compare_kernel_code.sh OLD_TREE [NEW_TREE]   # NEW_TREE: this checkout
 #
@@ -47,8 +50,37 @@ for m in $modules; do
   done
   if [ ${#differs[@]} -eq 0 ]; then
     echo "$m: identical"
+    continue
+  fi
+  machine=same
+  for arch in sm_90 sm_121; do
+    for side in old new; do
+      tree=$old
+      [ $side = new ] && tree=$new
+      "$nvcc" "${flags[@]}" -I"$tree/kernels/include" -cubin -arch=$arch \
+        -o "$work/${side}_$m.$arch.cubin" "$tree/kernels/ptx/$m.cu" || exit 2
+    done
+    python3 - "$work/old_$m.$arch.cubin" "$work/new_$m.$arch.cubin" <<'PY' || machine=differs
+import struct, sys
+def text_sections(path):  # ELF64: name -> bytes of every .text.* section
+    d = open(path, "rb").read()
+    shoff = struct.unpack_from("<Q", d, 0x28)[0]
+    size, count, names = struct.unpack_from("<HHH", d, 0x3A)
+    hdrs = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * size) for i in range(count)]
+    base = hdrs[names][4]
+    out = {}
+    for h in hdrs:
+        name = d[base + h[0]:d.index(b"\0", base + h[0])].decode()
+        if name.startswith(".text."):
+            out[name] = d[h[4]:h[4] + h[5]]
+    return out
+sys.exit(0 if text_sections(sys.argv[1]) == text_sections(sys.argv[2]) else 1)
+PY
+  done
+  if [ $machine = same ]; then
+    echo "$m: same machine code (sm_90, sm_121); PTX differs for ${differs[*]}"
   else
-    echo "$m: PTX differs for ${differs[*]} (diff $work/old_$m.${differs[0]}.ptx" \
+    echo "$m: machine code differs (PTX: diff $work/old_$m.${differs[0]}.ptx" \
       "$work/new_$m.${differs[0]}.ptx)"
     status=1
   fi

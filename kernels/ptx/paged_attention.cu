@@ -341,6 +341,97 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc) {
   }
 }
 
+// The tokens [t0, t1) a CTA attends to: the window, clamped to the block
+// table, then the split (blockIdx.z of num_splits). Token indices fit 32
+// bits: seq_lens are i32.
+struct TokenRange {
+  uint32_t t0, t1;
+};
+__device__ __forceinline__ TokenRange token_range(const Params& p, uint32_t seq) {
+  const int32_t sl = p.seq_lens[seq];
+  const uint64_t cap = uint64_t{p.max_blocks_per_seq} * p.block_size;
+  const uint32_t len = sl <= 0 ? 0u : uint32_t(uint64_t(sl) < cap ? uint64_t(sl) : cap);
+  uint32_t t0 = (p.sliding_window > 0 && len > p.sliding_window) ? len - p.sliding_window : 0;
+  uint32_t t1 = len;
+  if (p.num_splits > 0) {
+    // On a grid of kSplitAlign tokens from t0 rounded down, so that splits
+    // share no tile.
+    const uint32_t a = t0 / kSplitAlign * kSplitAlign;
+    const uint32_t grain = kSplitAlign * p.num_splits;  // < 2^20 (dispatch): no overflow
+    const uint64_t per = uint64_t{(t1 - a + grain - 1) / grain} * kSplitAlign;
+    const uint64_t b = a + per * blockIdx.z, e = b + per;
+    t0 = b < t0 ? t0 : b < t1 ? uint32_t(b) : t1;
+    t1 = e < t1 ? uint32_t(e) : t1;
+  }
+  return {t0, t1};
+}
+
+// q as the A operand: row g is head head0 + g (zero past hpc), k-step
+// 2i + s takes dims 8 (c + 4i) + 4s + {0, 1} (register 0) and + {2, 3}
+// (register 1); rows 8..15 are zero. Scores are acc * qsc. Warp 0 builds
+// the fragments from whole 16-byte pieces of q (bf16 pieces are already
+// the registers) and leaves them in shared memory, where every warp reads
+// them per k-step (registers are kept for loads in flight), so this
+// short-lived code runs once per CTA.
+template <bool F16, int NKC>
+__device__ __forceinline__ void stage_q_fragments(const Params& p, uint32_t seq, uint32_t head0,
+                                                  uint32_t hpc, Smem& sm) {
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;
+  const uint32_t D = p.head_dim;
+  const __nv_bfloat16* qh = p.q + uint64_t{seq} * p.q_stride + uint64_t{head0 + g} * D;
+  const bool whole =
+      ((reinterpret_cast<uintptr_t>(p.q) | (uintptr_t{p.q_stride} * 2) | (D * 2)) % 16) == 0;
+  uint4 qw[NKC];  // lane's pieces, 8 bf16 each
+#pragma unroll
+  for (int i = 0; i < NKC; ++i) {
+    const uint32_t d0 = 8 * (c + 4 * i);
+    qw[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (uint32_t(g) >= hpc || d0 >= D) continue;
+    if (whole) {
+      qw[i] = *reinterpret_cast<const uint4*>(qh + d0);
+    } else {
+      const uint16_t* h16 = reinterpret_cast<const uint16_t*>(qh + d0);
+      uint32_t w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) w[e] = uint32_t{h16[2 * e]} | (uint32_t{h16[2 * e + 1]} << 16);
+      qw[i] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+  if constexpr (F16) {
+    // A power of two that brings the head's largest |q| to [2^14, 2^15):
+    // every bf16 value of the head is then exact in f16 or negligible.
+    float f[NKC][8];
+    float mx = 0.f;
+#pragma unroll
+    for (int i = 0; i < NKC; ++i) {
+      bf16x8_to_float(qw[i], f[i]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) mx = fmaxf(mx, fabsf(f[i][e]));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+    int e = 0;
+    if (mx > 0.f && mx < INFINITY) frexpf(mx, &e);  // mx in [2^(e-1), 2^e)
+    const int k = min(max(15 - e, -100), 100);
+    const float mul = ldexpf(1.f, k);
+    if (c == 0) sm.q_scale[g] = ldexpf(p.q_scale, -k);
+#pragma unroll
+    for (int i = 0; i < NKC; ++i) {
+      sm.qa[2 * i][lane] = make_uint4(pack_f16(f[i][0] * mul, f[i][1] * mul), 0u,
+                                      pack_f16(f[i][2] * mul, f[i][3] * mul), 0u);
+      sm.qa[2 * i + 1][lane] = make_uint4(pack_f16(f[i][4] * mul, f[i][5] * mul), 0u,
+                                          pack_f16(f[i][6] * mul, f[i][7] * mul), 0u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NKC; ++i) {
+      sm.qa[2 * i][lane] = make_uint4(qw[i].x, 0u, qw[i].y, 0u);
+      sm.qa[2 * i + 1][lane] = make_uint4(qw[i].z, 0u, qw[i].w, 0u);
+    }
+  }
+}
+
 // NKC: 8-dim K pieces per lane (head_dim <= 32 NKC); NVC: V pieces per lane
 // (head_dim <= 64 NVC); TN: 8-token groups per warp iteration.
 template <typename T, int NKC, int NVC, int TN, bool MERGE>
@@ -359,85 +450,12 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
   const uint32_t seq = blockIdx.y;
   const uint32_t head0 = blockIdx.x * hpc;
 
-  // The token range: the window, clamped to the block table, then the split.
-  // Token indices fit 32 bits: seq_lens are i32.
-  const int32_t sl = p.seq_lens[seq];
-  const uint64_t cap = uint64_t{p.max_blocks_per_seq} * p.block_size;
-  const uint32_t len = sl <= 0 ? 0u : uint32_t(uint64_t(sl) < cap ? uint64_t(sl) : cap);
-  uint32_t t0 = (p.sliding_window > 0 && len > p.sliding_window) ? len - p.sliding_window : 0;
-  uint32_t t1 = len;
-  if (p.num_splits > 0) {
-    // On a grid of kSplitAlign tokens from t0 rounded down, so that splits
-    // share no tile.
-    const uint32_t a = t0 / kSplitAlign * kSplitAlign;
-    const uint32_t grain = kSplitAlign * p.num_splits;  // < 2^20 (dispatch): no overflow
-    const uint64_t per = uint64_t{(t1 - a + grain - 1) / grain} * kSplitAlign;
-    const uint64_t b = a + per * blockIdx.z, e = b + per;
-    t0 = b < t0 ? t0 : b < t1 ? uint32_t(b) : t1;
-    t1 = e < t1 ? uint32_t(e) : t1;
-  }
+  const TokenRange range = token_range(p, seq);
+  const uint32_t t0 = range.t0, t1 = range.t1;
   const sparkrt_kernels::BlockDiv bdiv(p.block_size);
 
-  // q as the A operand: row g is head head0 + g (zero past hpc), k-step
-  // 2i + s takes dims 8 (c + 4i) + 4s + {0, 1} (register 0) and + {2, 3}
-  // (register 1); rows 8..15 are zero. Scores are acc * qsc. Warp 0 builds
-  // the fragments from whole 16-byte pieces of q (bf16 pieces are already
-  // the registers) and leaves them in shared memory, where every warp reads
-  // them per k-step (registers are kept for loads in flight); the other
-  // warps go straight to the barrier, so this short-lived code runs once.
-  if (warp == 0) {
-    const __nv_bfloat16* qh = p.q + uint64_t{seq} * p.q_stride + uint64_t{head0 + g} * D;
-    const bool whole =
-        ((reinterpret_cast<uintptr_t>(p.q) | (uintptr_t{p.q_stride} * 2) | (D * 2)) % 16) == 0;
-    uint4 qw[NKC];  // lane's pieces, 8 bf16 each
-#pragma unroll
-    for (int i = 0; i < NKC; ++i) {
-      const uint32_t d0 = 8 * (c + 4 * i);
-      qw[i] = make_uint4(0u, 0u, 0u, 0u);
-      if (uint32_t(g) >= hpc || d0 >= D) continue;
-      if (whole) {
-        qw[i] = *reinterpret_cast<const uint4*>(qh + d0);
-      } else {
-        const uint16_t* h16 = reinterpret_cast<const uint16_t*>(qh + d0);
-        uint32_t w[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) w[e] = uint32_t{h16[2 * e]} | (uint32_t{h16[2 * e + 1]} << 16);
-        qw[i] = make_uint4(w[0], w[1], w[2], w[3]);
-      }
-    }
-    if constexpr (F16) {
-      // A power of two that brings the head's largest |q| to [2^14, 2^15):
-      // every bf16 value of the head is then exact in f16 or negligible.
-      float f[NKC][8];
-      float mx = 0.f;
-#pragma unroll
-      for (int i = 0; i < NKC; ++i) {
-        bf16x8_to_float(qw[i], f[i]);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) mx = fmaxf(mx, fabsf(f[i][e]));
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-      int e = 0;
-      if (mx > 0.f && mx < INFINITY) frexpf(mx, &e);  // mx in [2^(e-1), 2^e)
-      const int k = min(max(15 - e, -100), 100);
-      const float mul = ldexpf(1.f, k);
-      if (c == 0) sm.q_scale[g] = ldexpf(p.q_scale, -k);
-#pragma unroll
-      for (int i = 0; i < NKC; ++i) {
-        sm.qa[2 * i][lane] = make_uint4(pack_f16(f[i][0] * mul, f[i][1] * mul), 0u,
-                                        pack_f16(f[i][2] * mul, f[i][3] * mul), 0u);
-        sm.qa[2 * i + 1][lane] = make_uint4(pack_f16(f[i][4] * mul, f[i][5] * mul), 0u,
-                                            pack_f16(f[i][6] * mul, f[i][7] * mul), 0u);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < NKC; ++i) {
-        sm.qa[2 * i][lane] = make_uint4(qw[i].x, 0u, qw[i].y, 0u);
-        sm.qa[2 * i + 1][lane] = make_uint4(qw[i].z, 0u, qw[i].w, 0u);
-      }
-    }
-  }
+  // Warp 0 builds q's fragments; the other warps go straight to the barrier.
+  if (warp == 0) stage_q_fragments<F16, NKC>(p, seq, head0, hpc, sm);
   __syncthreads();
   float qsc = p.q_scale;
   if constexpr (F16) qsc = sm.q_scale[g];

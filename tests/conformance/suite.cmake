@@ -5,7 +5,8 @@
 find_package(doctest REQUIRED)
 add_library(sparkrt_conformance_suite OBJECT
   ${CMAKE_CURRENT_LIST_DIR}/suite.cc
-  ${CMAKE_CURRENT_LIST_DIR}/conformance_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/conformance_memory_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/conformance_launch_test.cc)
 target_link_libraries(sparkrt_conformance_suite PUBLIC sparkrt::runtime doctest::doctest)
 target_include_directories(sparkrt_conformance_suite PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 # Failures name tests/conformance/<file>:<line>, not the build machine's path.

@@ -1,6 +1,7 @@
 // The backend conformance suite as a library: `sparkrt conformance` parses
 // its command line into SuiteOptions and calls run_suite(). The cases are in
-// conformance_test.cc; what they check is stated in sparkrt/plugin_api.h.
+// conformance_memory_test.cc and conformance_launch_test.cc; what they check
+// is stated in sparkrt/plugin_api.h.
 #ifndef SPARKRT_TESTS_CONFORMANCE_SUITE_H_
 #define SPARKRT_TESTS_CONFORMANCE_SUITE_H_
 
