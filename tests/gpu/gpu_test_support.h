@@ -44,6 +44,24 @@ struct DevicePair {
   Side& side(int i) { return i == 0 ? gpu : cpu; }
 };
 
+// One device with one module's kernels resolved (ops::KvCacheKernels, ...).
+template <typename Kernels>
+struct OpSide {
+  std::unique_ptr<Device> dev;
+  Kernels k;
+
+  explicit OpSide(const std::string& backend)
+      : dev(require_value(Device::open({.backend = backend}))),
+        k(require_value(Kernels::resolve(*dev))) {}
+};
+
+// The device pair of a module's tests, opened once per test executable.
+template <typename Kernels>
+DevicePair<OpSide<Kernels>>& op_pair() {
+  static DevicePair<OpSide<Kernels>> p;
+  return p;
+}
+
 // A buffer with the same contents on both devices of a DevicePair.
 class BufferPair {
  public:

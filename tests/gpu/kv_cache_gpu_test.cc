@@ -32,22 +32,9 @@ using numeric::bf16_bits;
 using numeric::fp8_bits;
 using namespace gpu_test;
 
-// One device with its resolved kernels.
-struct Side {
-  std::unique_ptr<Device> dev;
-  ops::KvCacheKernels k;
-
-  explicit Side(const std::string& backend)
-      : dev(require_value(Device::open({.backend = backend}))),
-        k(require_value(ops::KvCacheKernels::resolve(*dev))) {}
-};
-
-// The two devices every test compares, opened once.
+using Side = OpSide<ops::KvCacheKernels>;
 using Pair = DevicePair<Side>;
-Pair& pair() {
-  static Pair p;
-  return p;
-}
+Pair& pair() { return op_pair<ops::KvCacheKernels>(); }
 
 // num_tokens distinct slots of a pool of `blocks` blocks, about 1 in 8 negative.
 std::vector<int64_t> random_slots(std::mt19937_64& gen, uint32_t num_tokens, uint32_t blocks,

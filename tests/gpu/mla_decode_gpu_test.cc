@@ -32,23 +32,9 @@ using numeric::bf16_bits;
 using numeric::fp8_bits;
 using namespace gpu_test;
 
-// One device with its resolved kernels.
-struct Side {
-  std::unique_ptr<Device> dev;
-  ops::MlaDecodeKernels k;
-
-  explicit Side(const std::string& backend)
-      : dev(require_value(Device::open({.backend = backend}))),
-        k(require_value(ops::MlaDecodeKernels::resolve(*dev))) {}
-};
-
-// The two devices every test compares, opened once: side 0 is cuda, side 1
-// the cpu reference.
+using Side = OpSide<ops::MlaDecodeKernels>;
 using Pair = DevicePair<Side>;
-Pair& pair() {
-  static Pair p;
-  return p;
-}
+Pair& pair() { return op_pair<ops::MlaDecodeKernels>(); }
 
 TEST_CASE("k3_mla_maybe_rope matches the reference, NoPE changes nothing") {
   const uint64_t seed = fresh_seed();

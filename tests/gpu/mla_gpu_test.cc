@@ -32,23 +32,9 @@ using numeric::bf16_bits;
 using numeric::fp8_bits;
 using namespace gpu_test;
 
-// One device with its resolved kernels.
-struct Side {
-  std::unique_ptr<Device> dev;
-  ops::MlaKernels m;
-
-  explicit Side(const std::string& backend)
-      : dev(require_value(Device::open({.backend = backend}))),
-        m(require_value(ops::MlaKernels::resolve(*dev))) {}
-};
-
-// The two devices every test compares, opened once: side 0 is cuda, side 1
-// the cpu reference.
+using Side = OpSide<ops::MlaKernels>;
 using Pair = DevicePair<Side>;
-Pair& pair() {
-  static Pair p;
-  return p;
-}
+Pair& pair() { return op_pair<ops::MlaKernels>(); }
 
 // ── the copies and the GEMV ─────────────────────────────────────────────────
 
@@ -73,7 +59,7 @@ TEST_CASE("mla_batched_gemv matches the reference over heads, shapes and strides
     for (int side = 0; side < 2; ++side) {
       Side& d = p.side(side);
       REQUIRE_OK(ops::mla_batched_gemv(
-          *d.dev, d.m,
+          *d.dev, d.k,
           {.input = input.on(side), .weight = weight.on(side), .output = out.on(side),
            .n_out = s.n_out, .k = s.k, .num_heads = s.heads, .input_stride = s.input_stride,
            .output_stride = s.output_stride}));
@@ -118,7 +104,7 @@ TEST_CASE("mla_q_rope_scatter and mla_q_rope_writeback match the reference bit f
     for (int side = 0; side < 2; ++side) {
       Side& d = pair().side(side);
       REQUIRE_OK(ops::mla_q_rope_scatter(
-          *d.dev, d.m,
+          *d.dev, d.k,
           {.q_full = q_full.on(side), .q_absorbed_buf = absorbed.on(side),
            .q_rope_contiguous = contiguous.on(side), .nq = s.nq, .hd = s.hd, .nope = s.nope,
            .rope = s.rope, .kv_lora = s.kv_lora, .mla_cache_dim = s.dim}));
@@ -128,7 +114,7 @@ TEST_CASE("mla_q_rope_scatter and mla_q_rope_writeback match the reference bit f
     for (int side = 0; side < 2; ++side) {
       Side& d = pair().side(side);
       REQUIRE_OK(ops::mla_q_rope_writeback(
-          *d.dev, d.m,
+          *d.dev, d.k,
           {.q_rope_direct = rotated.on(side), .q_absorbed_buf = absorbed.on(side), .nq = s.nq,
            .rope = s.rope, .kv_lora = s.kv_lora, .mla_cache_dim = s.dim}));
     }
@@ -161,7 +147,7 @@ TEST_CASE("mla_cache_assemble matches the reference bit for bit") {
     vc.poison();
     for (int side = 0; side < 2; ++side) {
       Side& d = pair().side(side);
-      REQUIRE_OK(ops::mla_cache_assemble(*d.dev, d.m,
+      REQUIRE_OK(ops::mla_cache_assemble(*d.dev, d.k,
                                          {.kv_latent = latent.on(side),
                                           .k_rope = k_rope.on(side),
                                           .k_cache = kc.on(side) + uint64_t{s.dim} * 2,
@@ -306,7 +292,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
     const auto plan = ops::plan_mla_paged_decode_fp8(*d.dev, unsplit);
     REQUIRE_OK(plan.status());
     if (!plan->tiled) {
-      const absl::Status s = ops::mla_paged_decode_fp8(*d.dev, d.m, fp8_args(0));
+      const absl::Status s = ops::mla_paged_decode_fp8(*d.dev, d.k, fp8_args(0));
       MESSAGE("forced splits refused: " << s.ToString());
       CHECK(s.code() == absl::StatusCode::kInvalidArgument);
       CHECK(std::string(s.message()).find("shared memory") != std::string::npos);
@@ -317,7 +303,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
     Side& d = pair().side(side);
     if (c.nvfp4) {
       REQUIRE_OK(ops::mla_paged_decode_nvfp4(
-          *d.dev, d.m,
+          *d.dev, d.k,
           {.q = q.on(side), .k_cache = kc.on(side), .v_cache = vc.on(side), .o = out.on(side),
            .block_tables = tb.on(side), .seq_lens = lb.on(side), .max_blocks_per_seq = max_blocks,
            .num_q_heads = c.q_heads, .num_kv_heads = c.kv_heads, .q_head_dim = c.q_dim,
@@ -325,7 +311,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
            .block_stride_bytes = layout.block_stride_bytes,
            .data_section_bytes = layout.data_section_bytes, .num_seqs = seqs}));
     } else {
-      REQUIRE_OK(ops::mla_paged_decode_fp8(*d.dev, d.m, fp8_args(side)));
+      REQUIRE_OK(ops::mla_paged_decode_fp8(*d.dev, d.k, fp8_args(side)));
     }
   }
   const auto g = out.read<uint16_t>(0), r = out.read<uint16_t>(1);

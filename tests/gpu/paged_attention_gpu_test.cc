@@ -32,22 +32,9 @@ using numeric::bf16_bits;
 using numeric::fp8_bits;
 using namespace gpu_test;
 
-// One device with its resolved kernels.
-struct Side {
-  std::unique_ptr<Device> dev;
-  ops::PagedAttentionKernels k;
-
-  explicit Side(const std::string& backend)
-      : dev(require_value(Device::open({.backend = backend}))),
-        k(require_value(ops::PagedAttentionKernels::resolve(*dev))) {}
-};
-
-// The two devices every test compares, opened once.
+using Side = OpSide<ops::PagedAttentionKernels>;
 using Pair = DevicePair<Side>;
-Pair& pair() {
-  static Pair p;
-  return p;
-}
+Pair& pair() { return op_pair<ops::PagedAttentionKernels>(); }
 
 struct DecodeCase {
   bool fp8;
