@@ -153,6 +153,7 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 // and kTiledThreads.
 // Largest split count the op uses, and the fewest tiles it gives a split.
 inline constexpr uint32_t kMlaMaxDecodeSplits = 64;
+static_assert(kMlaMaxDecodeSplits <= contract::mla::kCombineMaxSplits);
 inline constexpr uint32_t kMlaMinTilesPerSplit = 2;
 
 // NVFP4 cache: each cache block is block_stride_bytes long; its first
