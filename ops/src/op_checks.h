@@ -33,6 +33,14 @@ absl::Status resolve_all(Device& dev, const KernelEntry (&entries)[N]) {
   return absl::OkStatus();
 }
 
+// The largest divisor of n (> 0) that is at most `limit` (>= 1): the heads a
+// decode CTA serves of a GQA group of n.
+inline uint32_t largest_divisor_at_most(uint32_t n, uint32_t limit) {
+  for (uint32_t h = n < limit ? n : limit; h > 1; --h)
+    if (n % h == 0) return h;
+  return 1;
+}
+
 inline absl::Status invalid(std::string_view op, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrFormat("%s: %s", op, what));
 }
@@ -81,6 +89,21 @@ inline absl::Status check_cache_stride(std::string_view op, uint64_t cache_strid
                          "cache_stride %d is smaller than one cache block (block_size %d * "
                          "num_kv_heads %d * head_dim %d = %d elements)",
                          cache_stride, block_size, num_kv_heads, head_dim, block));
+}
+
+// The shape checks every paged decode shares: cache shape, a table, query
+// heads a multiple of the KV heads, a q row pitch that holds the heads.
+inline absl::Status check_attention(std::string_view op, uint32_t max_blocks_per_seq,
+                                    uint32_t num_q_heads, uint32_t num_kv_heads,
+                                    uint32_t head_dim, uint32_t block_size, uint32_t q_stride) {
+  SPARKRT_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
+  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
+  if (num_q_heads == 0 || num_q_heads % num_kv_heads != 0) {
+    return invalid(op, absl::StrFormat("num_q_heads %d must be a positive multiple of "
+                                       "num_kv_heads %d (GQA)",
+                                       num_q_heads, num_kv_heads));
+  }
+  return check_row_stride(op, "q_stride", q_stride, num_q_heads, head_dim);
 }
 
 }  // namespace sparkrt::ops::detail

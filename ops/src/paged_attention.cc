@@ -14,25 +14,10 @@ namespace sparkrt::ops {
 namespace {
 
 namespace pa = sparkrt::contract::paged_attention;  // the module's launch contract
+using detail::check_attention;
 using detail::check_cache_stride;
-using detail::check_heads;
-using detail::check_nonzero;
-using detail::check_row_stride;
 using detail::check_scale;
 using detail::invalid;
-
-absl::Status check_attention(std::string_view op, uint32_t max_blocks_per_seq,
-                             uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
-                             uint32_t block_size, uint32_t q_stride) {
-  SPARKRT_RETURN_IF_ERROR(check_heads(op, num_kv_heads, head_dim, block_size));
-  SPARKRT_RETURN_IF_ERROR(check_nonzero(op, "max_blocks_per_seq", max_blocks_per_seq));
-  if (num_q_heads == 0 || num_q_heads % num_kv_heads != 0) {
-    return invalid(op, absl::StrFormat("num_q_heads %d must be a positive multiple of "
-                                       "num_kv_heads %d (GQA)",
-                                       num_q_heads, num_kv_heads));
-  }
-  return check_row_stride(op, "q_stride", q_stride, num_q_heads, head_dim);
-}
 
 }  // namespace
 
@@ -167,24 +152,13 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
   // kernel's tensor-core tiles): each K/V row is then read once for all of
   // them, and once per CTA of its group when the group is larger.
   const uint32_t group = s.num_q_heads / s.num_kv_heads;
-  plan.heads_per_cta = 1;
-  for (uint32_t h = std::min(group, pa::kMaxHeadsPerCta); h >= 1; --h) {
-    if (group % h == 0) {
-      plan.heads_per_cta = h;
-      break;
-    }
-  }
+  plan.heads_per_cta = detail::largest_divisor_at_most(group, pa::kMaxHeadsPerCta);
 
   // How many splits the workspace has room for.
-  uint32_t room = 0;
-  if (!s.workspace.is_null()) {
-    for (uint32_t n = kMaxDecodeSplits; n >= 2; --n) {
-      if (workspace_holds(s.workspace_bytes, s.num_seqs, s.num_q_heads, s.head_dim, n)) {
-        room = n;
-        break;
-      }
-    }
-  }
+  const uint32_t room =
+      s.workspace.is_null()
+          ? 0
+          : paged_decode_workspace_splits(s.workspace_bytes, s.num_seqs, s.num_q_heads, s.head_dim);
   if (s.num_splits == 1) return plan;
   if (s.num_splits > 1) {
     if (s.num_splits > kMaxDecodeSplits) {
@@ -237,6 +211,20 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
 }
 
 }  // namespace
+
+uint32_t paged_decode_workspace_splits(uint64_t workspace_bytes, uint32_t num_seqs,
+                                       uint32_t num_q_heads, uint32_t head_dim) {
+  for (uint32_t n = kMaxDecodeSplits; n >= 2; --n)
+    if (workspace_holds(workspace_bytes, num_seqs, num_q_heads, head_dim, n)) return n;
+  return 0;
+}
+
+DecodePartials paged_decode_partials(DevicePtr workspace, uint64_t workspace_bytes,
+                                     uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
+                                     uint32_t splits) {
+  const DevicePtr acc = workspace + paged_decode_counter_bytes(workspace_bytes);
+  return {acc, acc + partials_acc_bytes(num_seqs, num_q_heads, head_dim, splits)};
+}
 
 uint64_t paged_decode_counter_bytes(uint64_t workspace_bytes) {
   return workspace_bytes / 16 / kWorkspaceAlign * kWorkspaceAlign;
@@ -351,9 +339,8 @@ absl::Status decode(Device& dev, const PagedAttentionKernels& k, const DecodeEnt
                     const Args& a, const DecodePlan& plan, Stream stream) {
   if (plan.num_splits == 1) return launch_decode(dev, e.one_pass, a, plan, {a.out}, stream);
   const DevicePtr counters = a.workspace;
-  const DevicePtr part_acc = a.workspace + paged_decode_counter_bytes(a.workspace_bytes);
-  const DevicePtr part_ml =
-      part_acc + partials_acc_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits);
+  const auto [part_acc, part_ml] = paged_decode_partials(
+      a.workspace, a.workspace_bytes, a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits);
   if (plan.num_splits >= kMinMergeSplits) {
     return launch_decode(dev, e.split_merge, a, plan, {a.out, part_acc, part_ml, counters}, stream);
   }

@@ -168,6 +168,21 @@ uint64_t paged_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads, u
                                       uint32_t max_splits = kMaxDecodeSplits);
 // The counter region at the start of a workspace of `workspace_bytes`.
 uint64_t paged_decode_counter_bytes(uint64_t workspace_bytes);
+// The most splits (up to kMaxDecodeSplits) whose partials a workspace of
+// `workspace_bytes` holds for this shape; 0 when it holds fewer than 2.
+uint32_t paged_decode_workspace_splits(uint64_t workspace_bytes, uint32_t num_seqs,
+                                       uint32_t num_q_heads, uint32_t head_dim);
+// Where the partials of `splits` splits lie in a workspace (the layout
+// above): the f32 outputs and the (max, sum) pairs, as
+// paged_decode_attn_combine reads them. Decode ops of other cache formats
+// that merge with that kernel use the same workspace.
+struct DecodePartials {
+  DevicePtr acc;
+  DevicePtr ml;
+};
+DecodePartials paged_decode_partials(DevicePtr workspace, uint64_t workspace_bytes,
+                                     uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
+                                     uint32_t splits);
 
 // A decode workspace that is ready to use: allocated on `dev` with
 // paged_decode_workspace_bytes(...) and zeroed once, freed on destruction.
