@@ -25,7 +25,8 @@
 //
 // Bytes counted: cache writes read K and V rows and write them (plus the
 // slot mapping); decode attention reads every K and V row of every sequence
-// once, q, and writes out. GB/s is those bytes over the time; the fraction is
+// once, q, and writes out. TurboQuant rows (dtype turbo<b>v) count the bytes
+// the format really holds: K in bf16, V's packed values and its scales. GB/s is those bytes over the time; the fraction is
 // against the 4.24 TB/s device-to-device copy ceiling of an H200 (the run
 // also measures its own copy ceiling and reports it).
 #include <algorithm>
@@ -43,6 +44,8 @@
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/ops/paged_attention.h"
+#include "sparkrt/ops/turbo_kv_cache.h"
+#include "sparkrt/ops/turbo_paged_attention.h"
 #include "sparkrt/sparkrt.h"
 
 // Prefixes this bench's error messages (bench_support.h).
@@ -237,6 +240,128 @@ Row bench_decode(Device& dev, const ops::PagedAttentionKernels& k, Filler& fill,
   return r;
 }
 
+
+// The TurboQuant write of `tokens` tokens: K raw, V quantized to `bits`.
+Row bench_turbo_write(Device& dev, const ops::TurboKvCacheKernels& k, Filler& fill, Stream stream,
+                      std::mt19937_64& gen, uint32_t bits, uint32_t tokens, int reps) {
+  const uint32_t kv_heads = 8, dim = 128, block_size = 16, row = kv_heads * dim;
+  const auto lay = ok(ops::turbo_cache_layout(bits, block_size, kv_heads, dim), "layout");
+  const uint64_t in_bytes = uint64_t{tokens} * row * 2;  // one of K, V
+  const uint64_t v_bytes = uint64_t{tokens} * row * bits / 8 + uint64_t{tokens} * row / 16;
+  const uint64_t set_bytes = 3 * in_bytes + v_bytes;  // K, V read; K, packed V written
+  const int sets = rotation(set_bytes);
+  const uint32_t blocks_per_set = (tokens + block_size - 1) / block_size;
+  const uint64_t pool_blocks = uint64_t{blocks_per_set} * sets;
+  Buf key(dev, in_bytes * sets), value(dev, in_bytes * sets);
+  Buf kc(dev, pool_blocks * lay.k_block_stride_bytes), vc(dev, pool_blocks * lay.v_block_stride_bytes);
+  fill.fill(key.ptr(), key.bytes(), Filler::kBf16);
+  fill.fill(value.ptr(), value.bytes(), Filler::kBf16);
+  std::vector<int64_t> slots;
+  for (int s = 0; s < sets; ++s) {
+    auto one = prefill_slots(gen, tokens, block_size, blocks_per_set);
+    for (auto& x : one) x += int64_t{s} * blocks_per_set * block_size;
+    slots.insert(slots.end(), one.begin(), one.end());
+  }
+  Buf sl(dev, slots.size() * 8);
+  ok(dev.copy_h2d(slots, sl.ptr()), "upload");
+  ok(dev.synchronize(), "sync");
+  auto op = [&](int i, Stream st) -> absl::Status {
+    const int s = i % sets;
+    const ops::ReshapeAndCacheTurboArgs a{
+        .key = key.ptr() + in_bytes * s, .value = value.ptr() + in_bytes * s,
+        .k_cache = kc.ptr(), .v_cache = vc.ptr(),
+        .slot_mapping = sl.ptr() + uint64_t{tokens} * 8 * s, .num_tokens = tokens,
+        .num_kv_heads = kv_heads, .head_dim = dim, .block_size = block_size, .key_stride = row,
+        .value_stride = row, .k_block_stride_bytes = lay.k_block_stride_bytes,
+        .v_block_stride_bytes = lay.v_block_stride_bytes,
+        .v_data_section_bytes = lay.v_data_section_bytes};
+    if (bits == 2) return ops::reshape_and_cache_bf16k_turbo2v(dev, k, a, st);
+    if (bits == 3) return ops::reshape_and_cache_bf16k_turbo3v(dev, k, a, st);
+    return ops::reshape_and_cache_bf16k_turbo4v(dev, k, a, st);
+  };
+  Row r;
+  r.op = "reshape_and_cache";
+  r.dtype = "turbo" + std::to_string(bits) + "v";
+  r.tokens = tokens;
+  r.kv_heads = kv_heads;
+  r.head_dim = dim;
+  r.block_size = block_size;
+  r.bytes = double(set_bytes) + tokens * 8.0;
+  const double est = r.bytes / (kCeilingTBps * 1e6) + 3.0;
+  r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
+  return r;
+}
+
+// Decode attention over a TurboQuant cache of `bits`, the shapes of
+// bench_decode.
+Row bench_turbo_decode(Device& dev, const ops::TurboPagedAttentionKernels& k, Filler& fill,
+                       Stream stream, std::mt19937_64& gen, uint32_t bits, uint32_t batch,
+                       uint32_t context, uint32_t q_heads, uint32_t kv_heads, uint32_t splits,
+                       uint32_t window, int reps) {
+  const uint32_t dim = 128, block_size = 16, row = kv_heads * dim;
+  const auto lay = ok(ops::turbo_cache_layout(bits, block_size, kv_heads, dim), "layout");
+  const uint32_t blocks_per_seq = (context + block_size - 1) / block_size;
+  const uint32_t read = window != 0 ? std::min(context, window) : context;
+  const uint64_t token_bytes = uint64_t{row} * 2 + (lay.v_block_stride_bytes / block_size);
+  const uint64_t read_bytes = uint64_t{batch} * read * token_bytes;
+  const int sets = rotation(read_bytes);
+  const uint64_t blocks_per_set = uint64_t{batch} * blocks_per_seq;
+  const uint64_t pool_blocks = blocks_per_set * sets;
+  Buf kc(dev, pool_blocks * lay.k_block_stride_bytes), vc(dev, pool_blocks * lay.v_block_stride_bytes);
+  fill.fill(kc.ptr(), kc.bytes(), Filler::kBf16);
+  fill.fill(vc.ptr(), vc.bytes(), Filler::kFp8);  // random indices, finite scales
+  std::vector<int32_t> tables(pool_blocks);
+  for (int s = 0; s < sets; ++s) {
+    std::vector<int32_t> ids(blocks_per_set);
+    for (uint64_t i = 0; i < blocks_per_set; ++i) ids[i] = int32_t(s * blocks_per_set + i);
+    std::shuffle(ids.begin(), ids.end(), gen);
+    std::copy(ids.begin(), ids.end(), tables.begin() + s * blocks_per_set);
+  }
+  Buf bt(dev, tables.size() * 4);
+  ok(dev.copy_h2d(tables, bt.ptr()), "upload");
+  std::vector<int32_t> lens(batch, int32_t(context));
+  Buf sl(dev, batch * 4);
+  ok(dev.copy_h2d(lens, sl.ptr()), "upload");
+  const uint64_t q_bytes = uint64_t{batch} * q_heads * dim * 2;
+  Buf q(dev, q_bytes), out(dev, q_bytes);
+  fill.fill(q.ptr(), q_bytes, Filler::kBf16);
+  const auto ws = ok(ops::DecodeWorkspace::create(dev, batch, q_heads, dim), "workspace");
+  ok(dev.synchronize(), "sync");
+  const ops::PagedDecodeAttnTurboArgs a{
+      .q = q.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(), .out = out.ptr(),
+      .block_tables = bt.ptr(), .seq_lens = sl.ptr(), .max_blocks_per_seq = blocks_per_seq,
+      .num_seqs = batch, .num_q_heads = q_heads, .num_kv_heads = kv_heads, .head_dim = dim,
+      .block_size = block_size, .inv_sqrt_d = 1.0f / std::sqrt(float(dim)),
+      .q_stride = q_heads * dim, .v_block_stride_bytes = lay.v_block_stride_bytes,
+      .v_data_section_bytes = lay.v_data_section_bytes, .sliding_window = window,
+      .max_seq_len = context, .workspace = ws.ptr(), .workspace_bytes = ws.bytes(),
+      .num_splits = splits};
+  const auto plan = ok(ops::plan_paged_decode_turbo(dev, bits, a), "plan");
+  auto op = [&](int i, Stream st) -> absl::Status {
+    auto b = a;
+    b.block_tables = bt.ptr() + uint64_t(i % sets) * blocks_per_set * 4;
+    if (bits == 2) return ops::paged_decode_attn_bf16k_turbo2v(dev, k, b, st);
+    if (bits == 3) return ops::paged_decode_attn_bf16k_turbo3v(dev, k, b, st);
+    return ops::paged_decode_attn_bf16k_turbo4v(dev, k, b, st);
+  };
+  Row r;
+  r.op = "paged_decode_attn";
+  r.dtype = "turbo" + std::to_string(bits) + "v";
+  r.batch = batch;
+  r.context = context;
+  r.q_heads = q_heads;
+  r.kv_heads = kv_heads;
+  r.head_dim = dim;
+  r.block_size = block_size;
+  r.hpc = plan.heads_per_cta;
+  r.splits = plan.num_splits;
+  r.window = window;
+  r.bytes = double(read_bytes) + 2.0 * q_bytes;
+  const double est = r.bytes / (kCeilingTBps * 1e6) + 5.0;
+  r.us = time_graph(dev, stream, graph_ops(sets, est), reps, op);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,6 +408,8 @@ int main(int argc, char** argv) {
   Device& dev = **opened;
   const auto k = ok(ops::KvCacheKernels::resolve(dev), "resolve kernels");
   const auto pa = ok(ops::PagedAttentionKernels::resolve(dev), "resolve kernels");
+  const auto tk = ok(ops::TurboKvCacheKernels::resolve(dev), "resolve kernels");
+  const auto tpa = ok(ops::TurboPagedAttentionKernels::resolve(dev), "resolve kernels");
   const Stream stream = ok(dev.create_stream(), "stream");
   std::mt19937_64 gen(20261130);
   Filler fill(dev, gen);
@@ -297,10 +424,14 @@ int main(int argc, char** argv) {
     batches = {1, 32};
     contexts = {4096};
   }
-  if (!args.decode_only)
+  if (!args.decode_only) {
     for (bool fp8 : {false, true})
       for (uint32_t t : tokens)
         rows.push_back(bench_cache_write(dev, k, fill, stream, gen, fp8, t, args.reps));
+    for (uint32_t bits : {4u, 3u, 2u})
+      for (uint32_t t : tokens)
+        rows.push_back(bench_turbo_write(dev, tk, fill, stream, gen, bits, t, args.reps));
+  }
   using Shape = Args::Shape;
   std::vector<Shape> shapes = args.decode_shapes;
   const Shape subset[] = {{1, 4096, 32, 8},   {1, 32768, 32, 8}, {8, 16384, 32, 8},
@@ -321,6 +452,11 @@ int main(int argc, char** argv) {
     for (const Shape& sh : shapes)
       rows.push_back(bench_decode(dev, pa, fill, stream, gen, fp8, sh.batch, sh.context,
                                   sh.q_heads, sh.kv_heads, args.splits, args.window, args.reps));
+  for (uint32_t bits : {4u, 3u, 2u})
+    for (const Shape& sh : shapes)
+      rows.push_back(bench_turbo_decode(dev, tpa, fill, stream, gen, bits, sh.batch, sh.context,
+                                        sh.q_heads, sh.kv_heads, args.splits, args.window,
+                                        args.reps));
 
   const auto& props = dev.properties();
   print_device_line(props, ceiling);

@@ -140,6 +140,19 @@ inline std::vector<int32_t> shuffled(std::mt19937_64& gen, int32_t n) {
   return ids;
 }
 
+// num_tokens distinct slots of a pool of `blocks` blocks, about 1 in 8 negative.
+inline std::vector<int64_t> random_slots(std::mt19937_64& gen, uint32_t num_tokens, uint32_t blocks,
+                                  uint32_t block_size) {
+  std::vector<int64_t> all(uint64_t{blocks} * block_size);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  std::shuffle(all.begin(), all.end(), gen);
+  std::vector<int64_t> slots(all.begin(), all.begin() + num_tokens);
+  std::bernoulli_distribution skip(0.125);
+  for (auto& s : slots)
+    if (skip(gen)) s = -1 - int64_t(gen() % 5);
+  return slots;
+}
+
 // A stored element as a double.
 inline double bf16d(uint16_t b) { return numeric::bf16_to_f32(b); }
 inline double fp8d(uint8_t b) { return numeric::fp8_e4m3_to_f32(b); }

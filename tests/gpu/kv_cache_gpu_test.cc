@@ -36,19 +36,6 @@ using Side = OpSide<ops::KvCacheKernels>;
 using Pair = DevicePair<Side>;
 Pair& pair() { return op_pair<ops::KvCacheKernels>(); }
 
-// num_tokens distinct slots of a pool of `blocks` blocks, about 1 in 8 negative.
-std::vector<int64_t> random_slots(std::mt19937_64& gen, uint32_t num_tokens, uint32_t blocks,
-                                  uint32_t block_size) {
-  std::vector<int64_t> all(uint64_t{blocks} * block_size);
-  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
-  std::shuffle(all.begin(), all.end(), gen);
-  std::vector<int64_t> slots(all.begin(), all.begin() + num_tokens);
-  std::bernoulli_distribution skip(0.125);
-  for (auto& s : slots)
-    if (skip(gen)) s = -1 - int64_t(gen() % 5);
-  return slots;
-}
-
 TEST_CASE("fill_slots_from_block_table matches the reference") {
   Pair& p = pair();
   const uint64_t seed = fresh_seed();
