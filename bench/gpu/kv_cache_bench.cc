@@ -2,11 +2,11 @@
 // the cuda backend, through the op wrappers, against the copy ceiling.
 //
 //   sparkrt_kv_cache_bench [--json out.json] [--reps 15] [--quick]
-//                          [--decode-only] [--decode-subset]
+//                          [--decode-only | --writes-only] [--decode-subset]
 //                          [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... [--splits N]
 //                          [--window W]
 //
-// --decode-only skips the cache writes; --decode-subset times a few decode
+// --decode-only skips the cache writes, --writes-only the decode; --decode-subset times a few decode
 // shapes that span the cases (batch 1 and large batches, GQA 4 and 8, MHA),
 // for comparing kernel builds (SPARKRT_KERNEL_PATH) in one session;
 // --decode-shape (repeatable) times only the decode shapes given, in bf16 and
@@ -64,6 +64,7 @@ struct Args {
   int reps = 15;
   bool quick = false;
   bool decode_only = false;
+  bool writes_only = false;
   bool decode_subset = false;
   struct Shape {
     uint32_t batch, context, q_heads, kv_heads;
@@ -376,6 +377,8 @@ int main(int argc, char** argv) {
       args.quick = true;
     } else if (a == "--decode-only") {
       args.decode_only = true;
+    } else if (a == "--writes-only") {
+      args.writes_only = true;
     } else if (a == "--decode-subset") {
       args.decode_only = true;
       args.decode_subset = true;
@@ -392,7 +395,7 @@ int main(int argc, char** argv) {
       args.window = uint32_t(std::max(0, std::atoi(argv[++i])));
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] "
+                   "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] [--writes-only] "
                    "[--decode-subset] [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... "
                    "[--splits N] [--window W]\n",
                    argv[0]);
@@ -448,6 +451,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (args.writes_only) shapes.clear();
   for (bool fp8 : {false, true})
     for (const Shape& sh : shapes)
       rows.push_back(bench_decode(dev, pa, fill, stream, gen, fp8, sh.batch, sh.context,

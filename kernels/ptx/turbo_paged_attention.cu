@@ -153,26 +153,43 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
       for (uint32_t i = 0; i < kDpl; ++i) o[h][i] *= alpha;
     }
     __syncwarp();
-    // PV: lane = dims [d0, d0 + kDpl).
+    // PV: lane = dims [d0, d0 + kDpl), whose kDpl * kBits bits start at bit
+    // d0 * kBits of the head's packed row: one or two aligned 32-bit words
+    // (rows start on 4-byte boundaries). The words and scales of kBatch
+    // tokens are loaded before any is used, so their loads overlap.
     const uint32_t n = t1 - base < 32 ? t1 - base : 32;
-#pragma unroll 4
-    for (uint32_t j = 0; j < n; ++j) {
-      const uint8_t* vr = sm.v_row[warp][j];
-      const float scale = sparkrt_kernels::fp8_to_float_bits(sm.v_scales[warp][j][d0 / 16]);
-      // The lane's kDpl * kBits bits start at bit d0 * kBits of the row.
-      const uint32_t bit0 = d0 * kBits, nbytes = (bit0 % 8 + kDpl * kBits + 7) / 8;
-      uint64_t w = 0;
+    const uint32_t bit0 = d0 * kBits, word0 = bit0 / 32, shift = bit0 % 32;
+    const bool two_words = shift + kDpl * kBits > 32;
+    constexpr uint32_t kBatch = 8;
+    for (uint32_t j0 = 0; j0 < n; j0 += kBatch) {
+      uint32_t lo[kBatch], hi[kBatch];
+      float scale[kBatch];
 #pragma unroll
-      for (uint32_t k = 0; k < (kDpl * kBits + 7) / 8 + 1; ++k)
-        if (k < nbytes) w |= uint64_t{vr[bit0 / 8 + k]} << (8 * k);
-      w >>= bit0 % 8;
+      for (uint32_t u = 0; u < kBatch; ++u) {
+        lo[u] = hi[u] = 0;
+        scale[u] = 0.f;
+        if (j0 + u < n) {
+          const uint32_t* w = reinterpret_cast<const uint32_t*>(sm.v_row[warp][j0 + u]) + word0;
+          lo[u] = __ldg(w);
+          if (two_words) hi[u] = __ldg(w + 1);
+          scale[u] = sparkrt_kernels::fp8_to_float_bits(__ldg(sm.v_scales[warp][j0 + u] + d0 / 16));
+        }
+      }
 #pragma unroll
-      for (uint32_t i = 0; i < kDpl; ++i) {
-        const float v = sm.codebook[(w >> (i * kBits)) & ((1u << kBits) - 1u)] * scale;
+      for (uint32_t u = 0; u < kBatch; ++u) {
+        if (j0 + u >= n) break;
+        const uint64_t w = ((uint64_t{hi[u]} << 32) | lo[u]) >> shift;
+        float ps[kMaxHpc];
 #pragma unroll
-        for (uint32_t h = 0; h < kMaxHpc; ++h) {
-          if (h >= hpc) break;
-          o[h][i] += sm.p[warp][h][j] * v;
+        for (uint32_t h = 0; h < kMaxHpc; ++h) ps[h] = h < hpc ? sm.p[warp][h][j0 + u] * scale[u] : 0.f;
+#pragma unroll
+        for (uint32_t i = 0; i < kDpl; ++i) {
+          const float c = sm.codebook[uint32_t(w >> (i * kBits)) & ((1u << kBits) - 1u)];
+#pragma unroll
+          for (uint32_t h = 0; h < kMaxHpc; ++h) {
+            if (h >= hpc) break;
+            o[h][i] += ps[h] * c;
+          }
         }
       }
     }
@@ -252,7 +269,8 @@ __device__ __forceinline__ void dispatch(const Params& p) {
   if (!contract::valid_head_dim(p.head_dim) || p.num_kv_heads == 0 || p.block_size == 0 ||
       hpc == 0 || hpc > kMaxHpc || hpc * gridDim.x != p.num_q_heads ||
       p.num_q_heads % p.num_kv_heads != 0 || (p.num_q_heads / p.num_kv_heads) % hpc != 0 ||
-      blockDim.x != kThreads || p.num_splits > 65535)
+      blockDim.x != kThreads || p.num_splits > 65535 ||
+      ((reinterpret_cast<uintptr_t>(p.v_cache) | p.v_block_stride_bytes) % 4) != 0)
     return;
   const uint32_t kvh = blockIdx.x * hpc / (p.num_q_heads / p.num_kv_heads);
   if (p.head_dim == 64) return decode<kBits, 2>(p, hpc, kvh, sm);

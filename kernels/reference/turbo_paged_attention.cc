@@ -57,6 +57,10 @@ absl::Status decode_turbo(const Launch& l, uint32_t bits, bool split) {
     return invalid_launch(l, absl::StrFormat("q_stride %d is shorter than num_q_heads * head_dim "
                                              "= %d",
                                              q_stride, uint64_t{hq} * d));
+  if (l.address(2) % 4 != 0 || v_stride % 4 != 0)
+    return invalid_launch(l, absl::StrFormat("v_cache %#x and v_block_stride_bytes %d must be "
+                                             "multiples of 4",
+                                             l.address(2), v_stride));
   const format::Layout lay = format::layout(bits, block_size, hkv, d);
   if (v_data < lay.v_data_section_bytes || v_stride < v_data + block_size * lay.v_token_scale_bytes)
     return invalid_launch(l, absl::StrFormat("v_data_section_bytes %d and v_block_stride_bytes %d "

@@ -35,6 +35,10 @@ absl::StatusOr<DecodePlan> plan(std::string_view op, const DeviceProperties& pro
     return invalid(op, absl::StrFormat("k_cache %#x must be 16-byte aligned (K rows are read "
                                        "16 bytes at a time)",
                                        a.k_cache.addr));
+  if (a.v_cache.addr % 4 != 0 || a.v_block_stride_bytes % 4 != 0)
+    return invalid(op, absl::StrFormat("v_cache %#x and v_block_stride_bytes %d must be multiples "
+                                       "of 4 (packed rows are read 32 bits at a time)",
+                                       a.v_cache.addr, a.v_block_stride_bytes));
   const format::Layout lay = format::layout(bits, a.block_size, a.num_kv_heads, a.head_dim);
   if (a.v_data_section_bytes < lay.v_data_section_bytes ||
       a.v_block_stride_bytes < a.v_data_section_bytes + a.block_size * lay.v_token_scale_bytes)

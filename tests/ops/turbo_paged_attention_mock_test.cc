@@ -184,6 +184,8 @@ TEST_CASE("ops mock: turbo decode refuses what the kernels cannot run, launching
       {"16-byte aligned", [](ops::PagedDecodeAttnTurboArgs& b) { b.k_cache = b.k_cache + 8; }},
       {"v_block_stride_bytes", [](ops::PagedDecodeAttnTurboArgs& b) { b.v_block_stride_bytes -= 1; }},
       {"v_data_section_bytes", [](ops::PagedDecodeAttnTurboArgs& b) { b.v_data_section_bytes = 7; }},
+      {"multiples of 4", [](ops::PagedDecodeAttnTurboArgs& b) { b.v_cache = b.v_cache + 2; }},
+      {"multiples of 4", [](ops::PagedDecodeAttnTurboArgs& b) { b.v_block_stride_bytes += 2; }},
       {"max_blocks_per_seq", [](ops::PagedDecodeAttnTurboArgs& b) { b.max_blocks_per_seq = 0; }},
       {"workspace", [](ops::PagedDecodeAttnTurboArgs& b) { b.num_splits = 4; }},
   };

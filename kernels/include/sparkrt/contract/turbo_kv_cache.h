@@ -15,6 +15,13 @@
 #else
 #define SPARKRT_HOST_DEVICE
 #endif
+// Full unrolling on the device, where the group loops must fold the
+// codebook into constants (the host compiler decides for itself).
+#if defined(__CUDA_ARCH__)
+#define SPARKRT_UNROLL _Pragma("unroll")
+#else
+#define SPARKRT_UNROLL
+#endif
 
 namespace sparkrt::contract::turbo_kv_cache {
 
@@ -106,6 +113,7 @@ SPARKRT_HOST_DEVICE inline uint32_t unpack_index(const uint8_t* p, uint32_t bits
 SPARKRT_HOST_DEVICE inline void pack_group(const uint8_t (&idx)[kGroup], uint32_t bits,
                                            uint8_t* p) {
   uint32_t acc = 0, filled = 0, out = 0;
+  SPARKRT_UNROLL
   for (uint32_t i = 0; i < kGroup; ++i) {
     acc |= uint32_t{idx[i]} << filled;
     filled += bits;
@@ -129,14 +137,17 @@ SPARKRT_HOST_DEVICE inline float quantize_group(const float (&x)[kGroup], uint32
   const uint32_t n = codebook_size(bits);
   const float outer = centroid(bits, n - 1);
   float absmax = 0.0f;
+  SPARKRT_UNROLL
   for (uint32_t i = 0; i < kGroup; ++i) {
     const float a = x[i] < 0.0f ? -x[i] : x[i];
     absmax = a > absmax ? a : absmax;
   }
   float x2 = 0.0f, c2 = 0.0f;
+  SPARKRT_UNROLL
   for (uint32_t i = 0; i < kGroup; ++i) {
     const float y = absmax > 0.0f ? x[i] / absmax * outer : 0.0f;
     uint32_t k = 0;
+    SPARKRT_UNROLL
     for (uint32_t j = 0; j + 1 < n; ++j)
       if (y >= 0.5f * (centroid(bits, j) + centroid(bits, j + 1))) k = j + 1;
     idx[i] = uint8_t(k);
