@@ -96,6 +96,19 @@ std::vector<int64_t> prefill_slots(std::mt19937_64& gen, uint32_t tokens, uint32
   return slots;
 }
 
+// One block table per set of `sets`, each over that set's blocks of the pool
+// in random order.
+std::vector<int32_t> shuffled_tables(std::mt19937_64& gen, int sets, uint64_t blocks_per_set) {
+  std::vector<int32_t> tables(blocks_per_set * sets);
+  for (int s = 0; s < sets; ++s) {
+    std::vector<int32_t> ids(blocks_per_set);
+    for (uint64_t i = 0; i < blocks_per_set; ++i) ids[i] = int32_t(s * blocks_per_set + i);
+    std::shuffle(ids.begin(), ids.end(), gen);
+    std::copy(ids.begin(), ids.end(), tables.begin() + s * blocks_per_set);
+  }
+  return tables;
+}
+
 Row bench_cache_write(Device& dev, const ops::KvCacheKernels& k, Filler& fill, Stream stream,
                       std::mt19937_64& gen, bool fp8, uint32_t tokens, int reps) {
   const uint32_t kv_heads = 8, dim = 128, block_size = 16, row = kv_heads * dim;
@@ -172,17 +185,10 @@ Row bench_decode(Device& dev, const ops::PagedAttentionKernels& k, Filler& fill,
   fill.fill(kc.ptr(), kc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
   fill.fill(vc.ptr(), vc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
   // One block table per set, over that set's blocks in random order.
-  std::vector<int32_t> tables(pool_blocks);
-  for (int s = 0; s < sets; ++s) {
-    std::vector<int32_t> ids(blocks_per_set);
-    for (uint64_t i = 0; i < blocks_per_set; ++i) ids[i] = int32_t(s * blocks_per_set + i);
-    std::shuffle(ids.begin(), ids.end(), gen);
-    std::copy(ids.begin(), ids.end(), tables.begin() + s * blocks_per_set);
-  }
-  Buf bt(dev, tables.size() * 4);
+  const std::vector<int32_t> tables = shuffled_tables(gen, sets, blocks_per_set);
+  const std::vector<int32_t> lens(batch, int32_t(context));
+  Buf bt(dev, tables.size() * 4), sl(dev, batch * 4);
   ok(dev.copy_h2d(tables, bt.ptr()), "upload");
-  std::vector<int32_t> lens(batch, int32_t(context));
-  Buf sl(dev, batch * 4);
   ok(dev.copy_h2d(lens, sl.ptr()), "upload");
   const uint64_t q_bytes = uint64_t{batch} * q_heads * dim * 2;
   Buf q(dev, q_bytes), out(dev, q_bytes);
@@ -311,17 +317,10 @@ Row bench_turbo_decode(Device& dev, const ops::TurboPagedAttentionKernels& k, Fi
   Buf kc(dev, pool_blocks * lay.k_block_stride_bytes), vc(dev, pool_blocks * lay.v_block_stride_bytes);
   fill.fill(kc.ptr(), kc.bytes(), Filler::kBf16);
   fill.fill(vc.ptr(), vc.bytes(), Filler::kFp8);  // random indices, finite scales
-  std::vector<int32_t> tables(pool_blocks);
-  for (int s = 0; s < sets; ++s) {
-    std::vector<int32_t> ids(blocks_per_set);
-    for (uint64_t i = 0; i < blocks_per_set; ++i) ids[i] = int32_t(s * blocks_per_set + i);
-    std::shuffle(ids.begin(), ids.end(), gen);
-    std::copy(ids.begin(), ids.end(), tables.begin() + s * blocks_per_set);
-  }
-  Buf bt(dev, tables.size() * 4);
+  const std::vector<int32_t> tables = shuffled_tables(gen, sets, blocks_per_set);
+  const std::vector<int32_t> lens(batch, int32_t(context));
+  Buf bt(dev, tables.size() * 4), sl(dev, batch * 4);
   ok(dev.copy_h2d(tables, bt.ptr()), "upload");
-  std::vector<int32_t> lens(batch, int32_t(context));
-  Buf sl(dev, batch * 4);
   ok(dev.copy_h2d(lens, sl.ptr()), "upload");
   const uint64_t q_bytes = uint64_t{batch} * q_heads * dim * 2;
   Buf q(dev, q_bytes), out(dev, q_bytes);

@@ -106,6 +106,28 @@ inline absl::Status check_attention(std::string_view op, uint32_t max_blocks_per
   return check_row_stride(op, "q_stride", q_stride, num_q_heads, head_dim);
 }
 
+// The longest context a paged decode's sequences can have: the block
+// table's capacity, bounded by the caller's max_seq_len (0: none) and the
+// sliding window (0: none). What the split rules divide.
+inline uint64_t decode_context(uint32_t max_blocks_per_seq, uint32_t block_size,
+                               uint32_t max_seq_len, uint32_t sliding_window) {
+  uint64_t context = uint64_t{max_blocks_per_seq} * block_size;
+  if (max_seq_len != 0 && max_seq_len < context) context = max_seq_len;
+  if (sliding_window != 0 && sliding_window < context) context = sliding_window;
+  return context;
+}
+
+// A forced split count `splits` (> 1) against the `room` a workspace has
+// (paged_decode_workspace_splits), with the size it would need.
+inline absl::Status check_forced_splits(std::string_view op, uint32_t splits, uint32_t room,
+                                        uint64_t needed_bytes, uint64_t workspace_bytes,
+                                        uint64_t workspace_addr) {
+  if (splits <= room) return absl::OkStatus();
+  return invalid(op, absl::StrFormat("num_splits %d needs a workspace of %d bytes; got %d bytes "
+                                     "at %#x (size it with paged_decode_workspace_bytes)",
+                                     splits, needed_bytes, workspace_bytes, workspace_addr));
+}
+
 }  // namespace sparkrt::ops::detail
 
 #endif  // SPARKRT_OPS_SRC_OP_CHECKS_H_

@@ -165,15 +165,10 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
       return invalid(op, absl::StrFormat("num_splits %d is above the most the op supports (%d)",
                                          s.num_splits, kMaxDecodeSplits));
     }
-    if (s.num_splits > room) {
-      return invalid(op, absl::StrFormat(
-                             "num_splits %d needs a workspace of %d bytes; got %d bytes at %#x "
-                             "(size it with paged_decode_workspace_bytes)",
-                             s.num_splits,
-                             paged_decode_workspace_bytes(s.num_seqs, s.num_q_heads, s.head_dim,
-                                                          s.num_splits),
-                             s.workspace_bytes, s.workspace.addr));
-    }
+    SPARKRT_RETURN_IF_ERROR(detail::check_forced_splits(
+        op, s.num_splits, room,
+        paged_decode_workspace_bytes(s.num_seqs, s.num_q_heads, s.head_dim, s.num_splits),
+        s.workspace_bytes, s.workspace.addr));
     plan.num_splits = s.num_splits;
     return plan;
   }
@@ -184,9 +179,8 @@ absl::StatusOr<DecodePlan> plan_decode(std::string_view op, const DeviceProperti
   const uint64_t ctas = uint64_t{s.num_q_heads / plan.heads_per_cta} * s.num_seqs;
   const uint64_t sms = std::max<uint32_t>(props.multiprocessor_count, 1);
   if (ctas > sms || room < 2) return plan;
-  uint64_t context = uint64_t{s.max_blocks_per_seq} * s.block_size;
-  if (s.max_seq_len != 0) context = std::min<uint64_t>(context, s.max_seq_len);
-  if (s.sliding_window != 0) context = std::min<uint64_t>(context, s.sliding_window);
+  const uint64_t context =
+      detail::decode_context(s.max_blocks_per_seq, s.block_size, s.max_seq_len, s.sliding_window);
   // CTAs per multiprocessor. One: fewer, longer splits finish sooner, as a
   // split's fixed costs (its block-table and partial round trips, its share
   // of the merge) outweigh what a second CTA adds in flight. Two where a split

@@ -56,14 +56,10 @@ absl::StatusOr<DecodePlan> plan(std::string_view op, const DeviceProperties& pro
                                                     a.head_dim);
   if (a.num_splits == 1) return p;
   if (a.num_splits > 1) {
-    if (a.num_splits > room)
-      return invalid(op, absl::StrFormat("num_splits %d needs a workspace of %d bytes; got %d "
-                                         "bytes at %#x (size it with "
-                                         "paged_decode_workspace_bytes)",
-                                         a.num_splits,
-                                         paged_decode_workspace_bytes(a.num_seqs, a.num_q_heads,
-                                                                      a.head_dim, a.num_splits),
-                                         a.workspace_bytes, a.workspace.addr));
+    SPARKRT_RETURN_IF_ERROR(detail::check_forced_splits(
+        op, a.num_splits, room,
+        paged_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.head_dim, a.num_splits),
+        a.workspace_bytes, a.workspace.addr));
     p.num_splits = a.num_splits;
     return p;
   }
@@ -73,9 +69,8 @@ absl::StatusOr<DecodePlan> plan(std::string_view op, const DeviceProperties& pro
   const uint64_t ctas = uint64_t{a.num_q_heads / p.heads_per_cta} * a.num_seqs;
   const uint64_t sms = std::max<uint32_t>(props.multiprocessor_count, 1);
   if (ctas > sms || room < 2) return p;
-  uint64_t context = uint64_t{a.max_blocks_per_seq} * a.block_size;
-  if (a.max_seq_len != 0) context = std::min<uint64_t>(context, a.max_seq_len);
-  if (a.sliding_window != 0) context = std::min<uint64_t>(context, a.sliding_window);
+  const uint64_t context =
+      detail::decode_context(a.max_blocks_per_seq, a.block_size, a.max_seq_len, a.sliding_window);
   const uint64_t splits = std::min({2 * sms / ctas, context / kMinTokensPerSplit, uint64_t{room}});
   if (splits >= 2) p.num_splits = uint32_t(splits);
   return p;
