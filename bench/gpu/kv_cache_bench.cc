@@ -96,6 +96,19 @@ std::vector<int64_t> prefill_slots(std::mt19937_64& gen, uint32_t tokens, uint32
   return slots;
 }
 
+// The slot mappings of `sets` write sets, set s writing its tokens into its
+// own blocks of the pool.
+std::vector<int64_t> set_slots(std::mt19937_64& gen, int sets, uint32_t tokens,
+                               uint32_t block_size, uint32_t blocks_per_set) {
+  std::vector<int64_t> slots;
+  for (int s = 0; s < sets; ++s) {
+    auto one = prefill_slots(gen, tokens, block_size, blocks_per_set);
+    for (auto& x : one) x += int64_t{s} * blocks_per_set * block_size;
+    slots.insert(slots.end(), one.begin(), one.end());
+  }
+  return slots;
+}
+
 // One block table per set of `sets`, each over that set's blocks of the pool
 // in random order.
 std::vector<int32_t> shuffled_tables(std::mt19937_64& gen, int sets, uint64_t blocks_per_set) {
@@ -125,13 +138,7 @@ Row bench_cache_write(Device& dev, const ops::KvCacheKernels& k, Filler& fill, S
   fill.fill(value.ptr(), value.bytes(), Filler::kBf16);
   fill.fill(kc.ptr(), kc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
   fill.fill(vc.ptr(), vc.bytes(), fp8 ? Filler::kFp8 : Filler::kBf16);
-  // Set s writes its tokens into its own blocks of the pool.
-  std::vector<int64_t> slots;
-  for (int s = 0; s < sets; ++s) {
-    auto one = prefill_slots(gen, tokens, block_size, blocks_per_set);
-    for (auto& x : one) x += int64_t{s} * blocks_per_set * block_size;
-    slots.insert(slots.end(), one.begin(), one.end());
-  }
+  const std::vector<int64_t> slots = set_slots(gen, sets, tokens, block_size, blocks_per_set);
   Buf sl(dev, slots.size() * 8);
   ok(dev.copy_h2d(slots, sl.ptr()), "upload");
   ok(dev.synchronize(), "sync");
@@ -263,12 +270,7 @@ Row bench_turbo_write(Device& dev, const ops::TurboKvCacheKernels& k, Filler& fi
   Buf kc(dev, pool_blocks * lay.k_block_stride_bytes), vc(dev, pool_blocks * lay.v_block_stride_bytes);
   fill.fill(key.ptr(), key.bytes(), Filler::kBf16);
   fill.fill(value.ptr(), value.bytes(), Filler::kBf16);
-  std::vector<int64_t> slots;
-  for (int s = 0; s < sets; ++s) {
-    auto one = prefill_slots(gen, tokens, block_size, blocks_per_set);
-    for (auto& x : one) x += int64_t{s} * blocks_per_set * block_size;
-    slots.insert(slots.end(), one.begin(), one.end());
-  }
+  const std::vector<int64_t> slots = set_slots(gen, sets, tokens, block_size, blocks_per_set);
   Buf sl(dev, slots.size() * 8);
   ok(dev.copy_h2d(slots, sl.ptr()), "upload");
   ok(dev.synchronize(), "sync");

@@ -40,8 +40,8 @@ absl::Status write_turbo(const Launch& l, uint32_t bits) {
     return invalid_launch(l, absl::StrFormat("key_stride %d and value_stride %d must be at least "
                                              "num_kv_heads * head_dim = %d",
                                              key_stride, value_stride, row));
-  if (k_stride < lay.k_block_stride_bytes || v_data < lay.v_data_section_bytes ||
-      v_stride < v_data + block_size * lay.v_token_scale_bytes)
+  if (k_stride < lay.k_block_stride_bytes ||
+      !format::v_sections_fit(lay, block_size, v_data, v_stride))
     return invalid_launch(
         l, absl::StrFormat("k_block_stride_bytes %d, v_data_section_bytes %d and "
                            "v_block_stride_bytes %d do not hold a block (at least %d, %d and %d)",

@@ -62,7 +62,7 @@ absl::Status decode_turbo(const Launch& l, uint32_t bits, bool split) {
                                              "multiples of 4",
                                              l.address(2), v_stride));
   const format::Layout lay = format::layout(bits, block_size, hkv, d);
-  if (v_data < lay.v_data_section_bytes || v_stride < v_data + block_size * lay.v_token_scale_bytes)
+  if (!format::v_sections_fit(lay, block_size, v_data, v_stride))
     return invalid_launch(l, absl::StrFormat("v_data_section_bytes %d and v_block_stride_bytes %d "
                                              "do not hold a block (at least %d and %d)",
                                              v_data, v_stride, lay.v_data_section_bytes,

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "sparkrt/contract/turbo_kv_cache.h"
 #include "sparkrt/device.h"
 #include "sparkrt/status_macros.h"
 
@@ -126,6 +127,23 @@ inline absl::Status check_forced_splits(std::string_view op, uint32_t splits, ui
   return invalid(op, absl::StrFormat("num_splits %d needs a workspace of %d bytes; got %d bytes "
                                      "at %#x (size it with paged_decode_workspace_bytes)",
                                      splits, needed_bytes, workspace_bytes, workspace_addr));
+}
+
+// A TurboQuant V pool's data section and block stride against the layout of
+// `bits` (the write and the decode take the same two arguments).
+inline absl::Status check_turbo_v_sections(std::string_view op, uint32_t bits,
+                                           uint32_t block_size, uint32_t num_kv_heads,
+                                           uint32_t head_dim, uint64_t v_data_section_bytes,
+                                           uint64_t v_block_stride_bytes) {
+  namespace format = sparkrt::contract::turbo_kv_cache;
+  const format::Layout l = format::layout(bits, block_size, num_kv_heads, head_dim);
+  if (format::v_sections_fit(l, block_size, v_data_section_bytes, v_block_stride_bytes))
+    return absl::OkStatus();
+  return invalid(op, absl::StrFormat("v_data_section_bytes %d and v_block_stride_bytes %d do not "
+                                     "hold a block of %d-bit V (at least %d and %d; see "
+                                     "turbo_cache_layout)",
+                                     v_data_section_bytes, v_block_stride_bytes, bits,
+                                     l.v_data_section_bytes, l.v_block_stride_bytes));
 }
 
 }  // namespace sparkrt::ops::detail

@@ -40,13 +40,9 @@ absl::Status write(Device& dev, const Kernel& kernel, uint32_t bits,
     return invalid(op, absl::StrFormat("k_block_stride_bytes %d must be even and at least one "
                                        "dense BF16 block (%d bytes)",
                                        a.k_block_stride_bytes, lay.k_block_stride_bytes));
-  if (a.v_data_section_bytes < lay.v_data_section_bytes ||
-      a.v_block_stride_bytes < a.v_data_section_bytes + a.block_size * lay.v_token_scale_bytes)
-    return invalid(op, absl::StrFormat(
-                           "v_data_section_bytes %d and v_block_stride_bytes %d do not hold a "
-                           "block of %d-bit V (at least %d and %d; see turbo_cache_layout)",
-                           a.v_data_section_bytes, a.v_block_stride_bytes, bits,
-                           lay.v_data_section_bytes, lay.v_block_stride_bytes));
+  SPARKRT_RETURN_IF_ERROR(detail::check_turbo_v_sections(op, bits, a.block_size, a.num_kv_heads,
+                                                          a.head_dim, a.v_data_section_bytes,
+                                                          a.v_block_stride_bytes));
   return KernelLaunch(dev, kernel)
       .grid({a.num_tokens})
       .block({format::kThreads})

@@ -39,14 +39,9 @@ absl::StatusOr<DecodePlan> plan(std::string_view op, const DeviceProperties& pro
     return invalid(op, absl::StrFormat("v_cache %#x and v_block_stride_bytes %d must be multiples "
                                        "of 4 (packed rows are read 32 bits at a time)",
                                        a.v_cache.addr, a.v_block_stride_bytes));
-  const format::Layout lay = format::layout(bits, a.block_size, a.num_kv_heads, a.head_dim);
-  if (a.v_data_section_bytes < lay.v_data_section_bytes ||
-      a.v_block_stride_bytes < a.v_data_section_bytes + a.block_size * lay.v_token_scale_bytes)
-    return invalid(op, absl::StrFormat(
-                           "v_data_section_bytes %d and v_block_stride_bytes %d do not hold a "
-                           "block of %d-bit V (at least %d and %d; see turbo_cache_layout)",
-                           a.v_data_section_bytes, a.v_block_stride_bytes, bits,
-                           lay.v_data_section_bytes, lay.v_block_stride_bytes));
+  SPARKRT_RETURN_IF_ERROR(detail::check_turbo_v_sections(op, bits, a.block_size, a.num_kv_heads,
+                                                          a.head_dim, a.v_data_section_bytes,
+                                                          a.v_block_stride_bytes));
   DecodePlan p;
   p.heads_per_cta =
       detail::largest_divisor_at_most(a.num_q_heads / a.num_kv_heads, tpa::kMaxHeadsPerCta);

@@ -90,6 +90,14 @@ SPARKRT_HOST_DEVICE constexpr Layout layout(uint32_t bits, uint32_t block_size,
           values / kGroup,
           uint64_t{head_dim} * bits / 8};
 }
+// Whether V blocks of v_block_stride_bytes, whose scales start at
+// v_data_section_bytes, hold the layout's sections (padding allowed).
+SPARKRT_HOST_DEVICE constexpr bool v_sections_fit(const Layout& l, uint32_t block_size,
+                                                  uint64_t v_data_section_bytes,
+                                                  uint64_t v_block_stride_bytes) {
+  return v_data_section_bytes >= l.v_data_section_bytes &&
+         v_block_stride_bytes >= v_data_section_bytes + block_size * l.v_token_scale_bytes;
+}
 SPARKRT_HOST_DEVICE constexpr bool valid_shape(uint32_t bits, uint32_t block_size,
                                                uint32_t num_kv_heads, uint32_t head_dim) {
   return valid_bits(bits) && block_size > 0 && num_kv_heads > 0 && head_dim > 0 &&
