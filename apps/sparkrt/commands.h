@@ -22,8 +22,9 @@ absl::Status run_modules(std::span<const std::string_view> names, std::ostream& 
 
 // One decode step of a synthetic attention layer (fill slots, fused K path,
 // V write, paged decode attention) on the device the environment selects,
-// checked against float64 or the cpu backend and timed per op.
-absl::Status run_demo(std::ostream& out);
+// checked against float64 or the cpu backend and timed per op. v_bits 0: a
+// bf16 KV cache; 2, 3 or 4: a TurboQuant V cache of that many bits a value.
+absl::Status run_demo(uint32_t v_bits, std::ostream& out);
 
 // The backend conformance suite against one plugin (`sparkrt conformance
 // [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest

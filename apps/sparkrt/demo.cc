@@ -1,5 +1,7 @@
-// `sparkrt demo`: one decode step of a small synthetic attention layer
-// (demo_layer.h) on the device the environment selects, checked and timed.
+// `sparkrt demo [--kv bf16|turbo2|turbo3|turbo4]`: one decode step of a
+// small synthetic attention layer (demo_layer.h) on the device the
+// environment selects, over a bf16 KV cache or a TurboQuant V cache, checked
+// and timed.
 //
 //   cpu      the step runs on the reference kernels; the check is against a
 //            float64 computation written from the contracts (sparkrt/verify).
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -20,8 +23,10 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "demo_layer.h"
-#include "sparkrt/numeric.h"
+#include "sparkrt/contract/turbo_kv_cache.h"
 #include "sparkrt/device.h"
+#include "sparkrt/numeric.h"
+#include "sparkrt/verify/float64.h"
 #include "sparkrt/status_macros.h"
 #include "sparkrt/testing/mock.h"
 #include "sparkrt/verify/tolerances.h"
@@ -34,12 +39,9 @@ constexpr int kTimedIterations = 5;
 
 using numeric::bf16_to_f32;
 
-// Where sequence s's token t lives in the pool, in elements.
+// Where sequence s's token t lives in the bf16 pools, in elements.
 uint64_t row_offset(const LayerInputs& in, uint32_t s, uint32_t t) {
-  const LayerShape& sh = in.shape;
-  const int32_t block = in.block_tables[uint64_t{s} * sh.max_blocks_per_seq() + t / sh.block_size];
-  const uint64_t slot = uint64_t(block) * sh.block_size + t % sh.block_size;
-  return slot * sh.kv_row();
+  return slot_of(in, s, t) * in.shape.kv_row();
 }
 
 // Accumulates one comparison: how many elements, the largest error, and the
@@ -47,6 +49,7 @@ uint64_t row_offset(const LayerInputs& in, uint32_t s, uint32_t t) {
 struct Comparison {
   std::string what;
   std::string bound;
+  std::string measure = "max |err|";  // what max_err holds
   uint64_t count = 0;
   uint64_t failures = 0;
   double max_err = 0;
@@ -75,9 +78,8 @@ struct Comparison {
       out << absl::StrFormat("  %-26s %s over %d elements\n", what,
                              ok() ? "bit-exact" : "NOT bit-exact", count);
     } else {
-      out << absl::StrFormat("  %-26s max |err| %.3g over %d elements, at most %.0f%% of the "
-                             "bound %s\n",
-                             what, max_err, count, 100 * worst_ratio, bound);
+      out << absl::StrFormat("  %-26s %s %.3g over %d elements, at most %.0f%% of the bound %s\n",
+                             what, measure, max_err, count, 100 * worst_ratio, bound);
     }
     if (!ok()) out << absl::StrFormat("    %d outside; first: %s\n", failures, first_failure);
   }
@@ -106,10 +108,87 @@ std::vector<bool> written_rows(const LayerInputs& in) {
   return written;
 }
 
+// The TurboQuant V pool's bytes that hold a value or a scale.
+std::vector<bool> written_turbo_bytes(const LayerInputs& in) {
+  const LayerShape& sh = in.shape;
+  const auto l = contract::turbo_kv_cache::layout(sh.v_bits, sh.block_size, sh.num_kv_heads,
+                                                  sh.head_dim);
+  std::vector<bool> written(in.num_blocks * l.v_block_stride_bytes);
+  for (uint32_t s = 0; s < sh.num_seqs(); ++s)
+    for (uint32_t t = 0; t < sh.context[s]; ++t) {
+      const uint64_t slot = slot_of(in, s, t);
+      const uint64_t b = slot / sh.block_size * l.v_block_stride_bytes, o = slot % sh.block_size;
+      std::fill_n(written.begin() + b + o * l.v_token_data_bytes, l.v_token_data_bytes, true);
+      std::fill_n(written.begin() + b + l.v_data_section_bytes + o * l.v_token_scale_bytes,
+                  l.v_token_scale_bytes, true);
+    }
+  return written;
+}
+
+// TurboQuant: the bytes no token owns are still poison, and the stored V,
+// decoded and rotated back in float64, is the input within the format's
+// quantization error.
+std::vector<Comparison> check_turbo_pool(const LayerInputs& in, const StepResult& r) {
+  const LayerShape& sh = in.shape;
+  Comparison untouched{.what = "V pool, bytes no token owns", .bound = "exact"};
+  const std::vector<bool> written = written_turbo_bytes(in);
+  for (uint64_t i = 0; i < written.size(); ++i)
+    if (!written[i]) untouched.add_exact(r.v_cache[i] == 0xff, absl::StrFormat("byte %d", i));
+  double err2 = 0, ref2 = 0;
+  uint64_t n = 0;
+  for (uint32_t s = 0; s < sh.num_seqs(); ++s)
+    for (uint32_t t = 0; t < sh.context[s]; ++t)
+      for (uint32_t h = 0; h < sh.num_kv_heads; ++h) {
+        std::vector<double> stored(sh.head_dim);
+        for (uint32_t j = 0; j < sh.head_dim; ++j)
+          stored[j] = turbo_v(sh, r.v_cache, slot_of(in, s, t), h, j);
+        const std::vector<double> back = verify::hadamard(stored);
+        for (uint32_t j = 0; j < sh.head_dim; ++j) {
+          const double x = bf16_to_f32(in.value[in.token_row(s, t) * sh.kv_row() +
+                                                h * sh.head_dim + j]);
+          err2 += (back[j] - x) * (back[j] - x);
+          ref2 += x * x;
+          ++n;
+        }
+      }
+  const double rel_mse = err2 / ref2, bound = vs_float64::kTurboRoundTripRelMse[sh.v_bits - 2];
+  Comparison round_trip{
+      .what = "V round trip",
+      .bound = absl::StrFormat("%.4g (1.25 x the Lloyd-Max optimum)", bound),
+      .measure = "relative MSE"};
+  round_trip.count = n;
+  round_trip.max_err = rel_mse;
+  round_trip.worst_ratio = rel_mse / bound;
+  if (!(rel_mse <= bound)) {
+    round_trip.failures = 1;
+    round_trip.first_failure = absl::StrFormat("relative MSE %.4g", rel_mse);
+  }
+  return {untouched, round_trip};
+}
+
+// The attention output against `want` (either float64 or the cpu step's):
+// the decode's bound on a bf16 cache; on a TurboQuant one, the bound of the
+// rotated output, whose scale takes each head's L2 norm.
+Comparison compare_output(const LayerShape& sh, const std::vector<uint16_t>& got,
+                          const std::vector<double>& want, double max_abs_v,
+                          const verify::Bound& bf16_bound, const verify::Bound& rotated_bound) {
+  const verify::Bound& b = sh.v_bits == 0 ? bf16_bound : rotated_bound;
+  Comparison o{.what = "attention output", .bound = b.formula};
+  for (uint64_t head = 0; head < want.size(); head += sh.head_dim) {
+    double norm2 = 0;
+    for (uint32_t j = 0; j < sh.head_dim; ++j) norm2 += want[head + j] * want[head + j];
+    const double scale = sh.v_bits == 0 ? max_abs_v : std::sqrt(norm2) + max_abs_v;
+    for (uint32_t j = 0; j < sh.head_dim; ++j)
+      o.add(bf16_to_f32(got[head + j]), want[head + j], b(want[head + j], scale),
+            absl::StrFormat("out[%d]", head + j));
+  }
+  return o;
+}
+
 // cpu: against float64.
 std::vector<Comparison> check_against_float64(const LayerInputs& in, const StepResult& r) {
   const LayerShape& sh = in.shape;
-  const LayerReference ref = reference_decode_step(in);
+  const LayerReference ref = reference_decode_step(in, r.v_cache);
   std::vector<Comparison> checks;
   checks.push_back(compare_slots(in, r));
 
@@ -128,23 +207,24 @@ std::vector<Comparison> check_against_float64(const LayerInputs& in, const StepR
   }
   checks.push_back(k);
 
-  Comparison v{.what = "V cache (whole pool)", .bound = "exact"};
-  const std::vector<bool> written = written_rows(in);
-  std::vector<uint16_t> expected_v(written.size(), 0xffff);
-  for (uint32_t s = 0; s < sh.num_seqs(); ++s)
-    for (uint32_t t = 0; t < sh.context[s]; ++t)
-      std::copy_n(in.value.begin() + in.token_row(s, t) * sh.kv_row(), sh.kv_row(),
-                  expected_v.begin() + row_offset(in, s, t));
-  for (uint64_t i = 0; i < expected_v.size(); ++i)
-    v.add_exact(r.v_cache[i] == expected_v[i], absl::StrFormat("element %d", i));
-  checks.push_back(v);
+  if (sh.v_bits == 0) {
+    Comparison v{.what = "V cache (whole pool)", .bound = "exact"};
+    const std::vector<bool> written = written_rows(in);
+    std::vector<uint16_t> expected_v(written.size(), 0xffff);
+    for (uint32_t s = 0; s < sh.num_seqs(); ++s)
+      for (uint32_t t = 0; t < sh.context[s]; ++t)
+        std::copy_n(in.value.begin() + in.token_row(s, t) * sh.kv_row(), sh.kv_row(),
+                    expected_v.begin() + row_offset(in, s, t));
+    for (uint64_t i = 0; i < expected_v.size(); ++i)
+      v.add_exact(std::memcmp(&r.v_cache[2 * i], &expected_v[i], 2) == 0,
+                  absl::StrFormat("element %d", i));
+    checks.push_back(v);
+  } else {
+    for (Comparison& c : check_turbo_pool(in, r)) checks.push_back(c);
+  }
 
-  const verify::Bound& o_bound = vs_float64::kPagedDecodeAttn;
-  Comparison o{.what = "attention output", .bound = o_bound.formula};
-  for (uint64_t i = 0; i < ref.out.size(); ++i)
-    o.add(bf16_to_f32(r.out[i]), ref.out[i], o_bound(ref.out[i], ref.max_abs_v),
-          absl::StrFormat("out[%d]", i));
-  checks.push_back(o);
+  checks.push_back(compare_output(sh, r.out, ref.out, ref.max_abs_v, vs_float64::kPagedDecodeAttn,
+                                  vs_float64::kRotatedDecodeAttn));
   return checks;
 }
 
@@ -174,20 +254,26 @@ std::vector<Comparison> check_against_cpu(const LayerInputs& in, const StepResul
     }
   }
   checks.push_back(k);
+  // Both V writes (and the rotation before the TurboQuant one) are bit-exact.
   Comparison v{.what = "V cache (whole pool)", .bound = "exact"};
   for (uint64_t i = 0; i < cpu.v_cache.size(); ++i)
-    v.add_exact(r.v_cache[i] == cpu.v_cache[i], absl::StrFormat("element %d", i));
+    v.add_exact(r.v_cache[i] == cpu.v_cache[i], absl::StrFormat("byte %d", i));
   checks.push_back(v);
+  // max |V| over what the attention read.
   double max_abs_v = 0;
-  for (uint16_t x : in.value) max_abs_v = std::max(max_abs_v, double(std::fabs(bf16_to_f32(x))));
-  const verify::Bound& o_bound = vs_cpu::kPagedDecodeAttn;
-  Comparison o{.what = "attention output", .bound = o_bound.formula};
-  for (uint64_t i = 0; i < cpu.out.size(); ++i) {
-    const double want = bf16_to_f32(cpu.out[i]);
-    o.add(bf16_to_f32(r.out[i]), want, o_bound(want, max_abs_v),
-          absl::StrFormat("out[%d]", i));
+  if (sh.v_bits == 0) {
+    for (uint16_t x : in.value) max_abs_v = std::max(max_abs_v, double(std::fabs(bf16_to_f32(x))));
+  } else {
+    for (uint32_t s = 0; s < sh.num_seqs(); ++s)
+      for (uint32_t t = 0; t < sh.context[s]; ++t)
+        for (uint32_t i = 0; i < sh.kv_row(); ++i)
+          max_abs_v = std::max(max_abs_v, std::fabs(turbo_v(sh, cpu.v_cache, slot_of(in, s, t),
+                                                            i / sh.head_dim, i % sh.head_dim)));
   }
-  checks.push_back(o);
+  std::vector<double> want(cpu.out.size());
+  for (uint64_t i = 0; i < want.size(); ++i) want[i] = bf16_to_f32(cpu.out[i]);
+  checks.push_back(compare_output(sh, r.out, want, max_abs_v, vs_cpu::kPagedDecodeAttn,
+                                  vs_cpu::kRotatedDecodeAttn));
   return checks;
 }
 
@@ -217,19 +303,27 @@ absl::Status show_mock_launches(Device& dev, const LayerInputs& in, const StepRe
   auto mock = testing::MockInspector::attach(dev);
   if (!mock.ok()) return mock.status();
   const std::vector<testing::MockLaunch> launches = mock->launches();
+  const uint32_t bits = in.shape.v_bits;
   std::vector<std::string> expected(in.shape.num_seqs(), "fill_slots_from_block_table");
+  if (bits != 0) {
+    expected.push_back("hadamard_transform_bf16");
+    expected.push_back(absl::StrFormat("reshape_and_cache_flash_bf16k_turbo%dv", bits));
+  }
   expected.push_back("fused_k_norm_rope_cache_write_bf16");
-  expected.push_back("reshape_and_cache_flash_v_only");
+  if (bits == 0) expected.push_back("reshape_and_cache_flash_v_only");
+  const std::string decode =
+      bits == 0 ? "paged_decode_attn_bf16" : absl::StrFormat("paged_decode_attn_bf16k_turbo%dv", bits);
   if (r.plan.num_splits > 1) {
-    if (r.plan.num_splits >= ops::kMinMergeSplits) {
-      expected.push_back("paged_decode_attn_bf16_split_merge");
+    if (bits == 0 && r.plan.num_splits >= ops::kMinMergeSplits) {
+      expected.push_back(decode + "_split_merge");
     } else {
-      expected.push_back("paged_decode_attn_bf16_split");
+      expected.push_back(decode + "_split");
       expected.push_back("paged_decode_attn_combine");
     }
   } else {
-    expected.push_back("paged_decode_attn_bf16");
+    expected.push_back(decode);
   }
+  if (bits != 0) expected.push_back("hadamard_transform_bf16");
   out << "result: not computed (the mock backend records launches instead of running them)\n";
   if (launches.size() < expected.size()) {
     out << "check: FAILED\n";
@@ -257,7 +351,7 @@ absl::Status show_mock_launches(Device& dev, const LayerInputs& in, const StepRe
 
 }  // namespace
 
-absl::Status run_demo(std::ostream& out) {
+absl::Status run_demo(uint32_t v_bits, std::ostream& out) {
   auto opened = Device::open();
   if (!opened.ok()) return opened.status();
   Device& dev = **opened;
@@ -265,17 +359,23 @@ absl::Status run_demo(std::ostream& out) {
   out << absl::StrFormat("device: %s (backend %s %s)\n", dev.properties().name, backend,
                          dev.plugin_version());
 
-  const LayerInputs in = LayerInputs::make(LayerShape{}, kSeed);
+  const LayerInputs in = LayerInputs::make(LayerShape{.v_bits = v_bits}, kSeed);
   const LayerShape& sh = in.shape;
   out << absl::StrFormat(
       "layer: %d sequences with contexts [%s] after this step; %d query heads over %d KV heads "
-      "(GQA %d), head_dim %d, rotary_dim %d; bf16 paged KV cache of %d blocks x %d tokens, "
+      "(GQA %d), head_dim %d, rotary_dim %d; %s paged KV cache of %d blocks x %d tokens, "
       "blocks scattered\n",
       sh.num_seqs(), absl::StrJoin(sh.context, ", "), sh.num_q_heads, sh.num_kv_heads,
-      sh.num_q_heads / sh.num_kv_heads, sh.head_dim, sh.rotary_dim, in.num_blocks,
-      sh.block_size);
-  out << "step: fill slots -> fused K (RMSNorm, RoPE, cache write) -> V write -> paged decode "
-         "attention\n";
+      sh.num_q_heads / sh.num_kv_heads, sh.head_dim, sh.rotary_dim,
+      v_bits == 0 ? std::string("bf16")
+                  : absl::StrFormat("bf16 K, TurboQuant %d-bit V", v_bits),
+      in.num_blocks, sh.block_size);
+  out << (v_bits == 0
+              ? "step: fill slots -> fused K (RMSNorm, RoPE, cache write) -> V write -> paged "
+                "decode attention\n"
+              : "step: fill slots -> rotate V -> TurboQuant write (K raw, V quantized) -> fused K "
+                "(RMSNorm, RoPE, cache write over the raw K) -> paged decode attention -> rotate "
+                "the output back\n");
   out.flush();
 
   if (backend == "mock") {

@@ -1,17 +1,27 @@
 // The synthetic attention layer behind `sparkrt demo`: a few sequences with
-// ragged contexts over one paged bf16 KV cache, and one decode step through
-// the KV-cache and paged-attention ops (sparkrt/ops/kv_cache.h,
-// sparkrt/ops/paged_attention.h):
+// ragged contexts over one paged KV cache, and one decode step through the
+// KV-cache and paged-attention ops (sparkrt/ops/kv_cache.h,
+// sparkrt/ops/paged_attention.h). With a bf16 cache:
 //
 //   fill_slots_from_block_table   one launch per sequence: the new token's slot
 //   fused_k_norm_rope_cache_write_bf16   K: RMSNorm -> RoPE -> cache, rounded once
 //   reshape_and_cache_flash_v_only       V: copied into the same slots
 //   paged_decode_attn_bf16        attention of each sequence's query over its cache
 //
+// With a TurboQuant V cache (sparkrt/ops/turbo_kv_cache.h,
+// sparkrt/ops/turbo_paged_attention.h; `bits` 2, 3 or 4):
+//
+//   fill_slots_from_block_table
+//   hadamard_transform_bf16              V rotated per head
+//   reshape_and_cache_bf16k_turbo<bits>v K raw and the rotated V quantized
+//   fused_k_norm_rope_cache_write_bf16   K: replaces the raw rows in the same slots
+//   paged_decode_attn_bf16k_turbo<bits>v attention over the quantized V (rotated)
+//   hadamard_transform_bf16              the output rotated back
+//
 // The context before the step (every token but the last of each sequence) is
-// written first by the same three cache ops, untimed. Nothing here depends
-// on the backend; the caller compares what two devices, or one device and
-// float64, computed.
+// written first by the same cache ops, untimed. Nothing here depends on the
+// backend; the caller compares what two devices, or one device and float64,
+// computed.
 #ifndef SPARKRT_APPS_SPARKRT_DEMO_LAYER_H_
 #define SPARKRT_APPS_SPARKRT_DEMO_LAYER_H_
 
@@ -23,6 +33,8 @@
 #include "sparkrt/device.h"
 #include "sparkrt/ops/kv_cache.h"
 #include "sparkrt/ops/paged_attention.h"
+#include "sparkrt/ops/turbo_kv_cache.h"
+#include "sparkrt/ops/turbo_paged_attention.h"
 
 namespace sparkrt::cli {
 
@@ -32,6 +44,8 @@ struct LayerShape {
   uint32_t head_dim = 128;
   uint32_t rotary_dim = 64;  // partial rotary: the upper half passes through
   uint32_t block_size = 16;
+  // The V cache: 0 bf16; 2, 3 or 4 TurboQuant with that many bits a value.
+  uint32_t v_bits = 0;
   float rms_eps = 1e-6f;
   float theta = 1e6f;
   // Tokens in each sequence's cache after the step (the new token included).
@@ -70,7 +84,7 @@ struct OpTiming {
 struct StepResult {
   std::vector<uint16_t> out;      // [seqs][num_q_heads][head_dim]
   std::vector<uint16_t> k_cache;  // the whole pool
-  std::vector<uint16_t> v_cache;
+  std::vector<uint8_t> v_cache;   // the whole pool's bytes
   std::vector<int64_t> new_slots;  // the slot of each sequence's new token
   ops::DecodePlan plan;
   std::vector<OpTiming> timings;  // empty unless timed
@@ -84,13 +98,21 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
 
 // The same step in float64 from the contracts (sparkrt/verify/float64.h): K
 // by RMSNorm and RoPE, stored as bf16; attention as a dense softmax over each
-// sequence's cache.
+// sequence's cache. The bf16 cache holds V as given; for a TurboQuant cache,
+// V is what `v_pool` (the step's V pool) stores, decoded from its bytes, and
+// the output is rotated back in float64.
 struct LayerReference {
   std::vector<double> k_new;  // [seqs][kv_heads][head_dim], before rounding
   std::vector<double> out;    // [seqs][num_q_heads][head_dim]
-  double max_abs_v = 0;
+  double max_abs_v = 0;       // over the V the attention read
 };
-LayerReference reference_decode_step(const LayerInputs& in);
+LayerReference reference_decode_step(const LayerInputs& in, const std::vector<uint8_t>& v_pool);
+
+// Where sequence s's token t lives in the pool: its slot.
+uint64_t slot_of(const LayerInputs& in, uint32_t s, uint32_t t);
+// Dim j of KV head h at `slot` of a TurboQuant V pool, decoded (rotated).
+double turbo_v(const LayerShape& shape, const std::vector<uint8_t>& v_pool, uint64_t slot,
+               uint32_t h, uint32_t j);
 
 }  // namespace sparkrt::cli
 

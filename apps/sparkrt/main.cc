@@ -2,6 +2,7 @@
 // backend plugin against the conformance suite.
 //
 // Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
+#include <cstdint>
 #include <exception>
 #include <iostream>
 #include <span>
@@ -19,9 +20,11 @@ constexpr std::string_view kUsage =
     "commands:\n"
     "  info               backends found, folders searched, the selected device\n"
     "  modules [name...]  kernel modules, where each comes from, entry signatures\n"
-    "  demo               one decode step of a small attention layer on the selected\n"
+    "  demo [--kv FORMAT] one decode step of a small attention layer on the selected\n"
     "                     device, checked and timed (cpu: against float64; a GPU: against\n"
-    "                     the cpu backend; mock: the recorded launches)\n"
+    "                     the cpu backend; mock: the recorded launches); FORMAT is the KV\n"
+    "                     cache: bf16 (default), or turbo4, turbo3, turbo2 (bf16 K and a\n"
+    "                     TurboQuant V of 4, 3 or 2 bits a value)\n"
     "  conformance [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest options]\n"
     "                     the backend conformance suite against one plugin (default:\n"
     "                     SPARKRT_BACKEND, else auto); --skip declares a feature the backend\n"
@@ -38,6 +41,8 @@ constexpr std::string_view kUsage =
     "  SPARKRT_PLUGIN_PATH  extra plugin folders, ':'-separated, searched first\n"
     "  SPARKRT_KERNEL_PATH  extra kernel module folders, ':'-separated, searched first\n"
     "  SPARKRT_LOG          error (default), warn, info or debug (each load decision)\n";
+
+constexpr std::string_view kKvFormats = "bf16, turbo4, turbo3, turbo2";
 
 int usage_error(std::string_view message) {
   std::cerr << "sparkrt: " << message << "\n\n" << kUsage;
@@ -68,9 +73,31 @@ int main(int argc, char** argv) {
   if (command == "conformance") return sparkrt::cli::run_conformance(rest);
 
   enum class Command { kInfo, kModules, kDemo } which;
-  if (command == "info" || command == "demo") {
-    if (!rest.empty()) return usage_error("'" + std::string(command) + "' takes no arguments");
-    which = command == "info" ? Command::kInfo : Command::kDemo;
+  uint32_t v_bits = 0;  // demo: the V cache format
+  if (command == "info") {
+    if (!rest.empty()) return usage_error("'info' takes no arguments");
+    which = Command::kInfo;
+  } else if (command == "demo") {
+    which = Command::kDemo;
+    for (size_t i = 0; i < rest.size(); ++i) {
+      std::string_view format;
+      if (rest[i] == "--kv") {
+        if (i + 1 == rest.size()) return usage_error("--kv needs a format: " + std::string(kKvFormats));
+        format = rest[++i];
+      } else if (rest[i].starts_with("--kv=")) {
+        format = rest[i].substr(5);
+      } else {
+        return usage_error("'demo': unexpected argument '" + std::string(rest[i]) + "'");
+      }
+      if (format == "bf16") {
+        v_bits = 0;
+      } else if (format == "turbo2" || format == "turbo3" || format == "turbo4") {
+        v_bits = uint32_t(format.back() - '0');
+      } else {
+        return usage_error("--kv: unknown format '" + std::string(format) +
+                           "'; the formats are " + std::string(kKvFormats));
+      }
+    }
   } else if (command == "modules") {
     for (std::string_view name : rest) {
       if (name.starts_with("-")) return usage_error("unknown option '" + std::string(name) + "'");
@@ -87,7 +114,7 @@ int main(int argc, char** argv) {
     switch (which) {
       case Command::kInfo: status = sparkrt::cli::run_info(std::cout); break;
       case Command::kModules: status = sparkrt::cli::run_modules(rest, std::cout); break;
-      case Command::kDemo: status = sparkrt::cli::run_demo(std::cout); break;
+      case Command::kDemo: status = sparkrt::cli::run_demo(v_bits, std::cout); break;
     }
   } catch (const std::exception& e) {
     // The runtime reports errors as statuses; this only guards helpers that

@@ -16,6 +16,7 @@
 #define SPARKRT_VERIFY_FLOAT64_H_
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -86,6 +87,19 @@ std::vector<double> attention(std::span<const double> q, uint32_t n, uint32_t dv
     out[j] = o / sum;
   }
   return out;
+}
+
+// The normalized Walsh-Hadamard transform: y_i = sum_j (-1)^popcount(i & j)
+// x_j / sqrt(n) for a power-of-two n. Its own inverse.
+inline std::vector<double> hadamard(std::span<const double> x) {
+  const size_t n = x.size();
+  std::vector<double> y(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    double acc = 0;
+    for (size_t j = 0; j < n; ++j) acc += (std::popcount(i & j) % 2 ? -x[j] : x[j]);
+    y[i] = acc / std::sqrt(double(n));
+  }
+  return y;
 }
 
 }  // namespace sparkrt::verify

@@ -34,6 +34,12 @@ inline constexpr Bound kKNormRopeBf16{0x1p-7, 0x1p-9, "2^-7 |ref| + 2^-9 max |he
 inline constexpr Bound kKNormRopeFp8{0x1p-3, 0x1p-9, "2^-3 |ref| + 2^-9 max |head|"};
 // paged_decode_attn_{bf16,fp8} and mla_paged_decode_{fp8,nvfp4}; scale: max abs(V).
 inline constexpr Bound kPagedDecodeAttn{0x1p-7, 0x1p-10, "2^-7 |ref| + 2^-10 max |V|"};
+// The TurboQuant decode (paged_decode_attn_bf16k_turbo{2,3,4}v) followed by
+// hadamard_transform_bf16 on its output (sparkrt demo): the rotation spreads
+// each dim's error over the head, so the scale is the head's L2 norm of ref
+// plus max abs(V) (sqrt(256) * 2^-10 max |V| from the decode's bound).
+inline constexpr Bound kRotatedDecodeAttn{0x1p-7, 0x1p-6,
+                                          "2^-7 |ref| + 2^-6 (||head||_2 + max |V|)"};
 // Split partials at the reference's max: the sums l relative to l_ref, and
 // part_acc with scale l_ref * max abs(V).
 inline constexpr double kSplitSumRel = 2e-3;
@@ -61,6 +67,15 @@ inline constexpr Bound kKNormRopeBf16{0x1p-8, 1e-3, "2^-8 |ref| + 10^-3 max |hea
 inline constexpr double kKNormRopeFp8Abs = 1e-3;
 // paged_decode_attn_{bf16,fp8}; scale: max abs(V).
 inline constexpr Bound kPagedDecodeAttn{0x1p-8, 1e-4, "2^-8 |ref| + 10^-4 max |V|"};
+// The TurboQuant decode followed by the rotation of its output, as above;
+// scale: the head's L2 norm of exact plus max abs(V).
+inline constexpr Bound kRotatedDecodeAttn{0x1p-8, 0x1p-8,
+                                          "2^-8 |ref| + 2^-8 (||head||_2 + max |V|)"};
+// The TurboQuant V round trip (rotate, write, decode the stored values,
+// rotate back): the mean square error per mean square of the input V, at
+// most 1.25 times the Lloyd-Max optimum for Gaussian data, by bits - 2.
+inline constexpr double kTurboRoundTripRelMse[3] = {1.25 * 0.1175, 1.25 * 0.03454,
+                                                    1.25 * 0.009497};
 // Split partials at the exact max: abs(m - exact) <= kSplitMaxAbs; sums
 // within kSplitSumRel * l; part_acc with scale l * max abs(V).
 inline constexpr double kSplitMaxAbs = 1e-3;
