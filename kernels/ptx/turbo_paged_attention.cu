@@ -7,9 +7,11 @@
 // way into the second product. A CTA of 8 warps serves `hpc` (up to 8) query
 // heads that share one KV head, so every K and V row is read once for all of
 // them. Each warp walks its own tiles of 8 TN tokens with its own online
-// softmax (base 2), loading a tile's rows straight into registers and asking
-// L2 for the next tile's; the warps' results are merged through shared
-// memory at the end. Both products run on the tensor cores (f32 accumulate),
+// softmax (base 2), loading rows straight into registers one tile ahead: the
+// next tile's K goes into the registers the current scores have just freed,
+// so its loads are in flight during the dequantizing second product (an L2
+// prefetch on top measured slower). The warps' results are merged through
+// shared memory at the end. Both products run on the tensor cores (f32 accumulate),
 // the query heads as 16 rows of which rows past hpc are zero:
 //   scores S[head][token] = q[head][:] . K[token][:]   (m16n8k16, bf16)
 //   O^T[dim][head] += V^T[dim][token] P^T[token][head] (m16n8k16 or k8, f16)
@@ -174,32 +176,11 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
     const uint32_t tok = tile + lane % TT;
     return in_range(tok) ? bt[bdiv.div(tok)] : 0;
   };
-  // Asks L2 for the tile's K rows (128-byte lines), V data and scales.
-  auto prefetch_tile = [&](uint32_t tile, int32_t b) {
-    const uint32_t tok = tile + lane % TT;
-    if (!in_range(tok)) return;
-    constexpr uint32_t kLines = D * 2 / 128;
-    const uint32_t o_tok = bdiv.mod(tok);
-    const char* k = reinterpret_cast<const char*>(p.k_cache + uint32_t(b) * k_block +
-                                                  o_tok * k_row + uint64_t{kvh} * D);
-    const uint8_t* vb = p.v_cache + uint32_t(b) * p.v_block_stride_bytes;
-    for (uint32_t x = lane / TT; x < kLines + 2; x += 32 / TT) {
-      if (x < kLines)
-        prefetch_l2(k + 128 * x);
-      else if (x == kLines)
-        prefetch_l2(vb + o_tok * v_token_data + uint64_t{kvh} * (D * kBits / 8));
-      else
-        prefetch_l2(vb + p.v_data_section_bytes + o_tok * v_token_scales + kvh * (D / 16));
-    }
-  };
-
-  int32_t blk = block_of(base);
-  for (; base < t1; base += kStride) {
-    // K: lane (g, c) reads token base + 8 nt + g, pieces c + 4i.
-    uint4 kv[TN][NKC];
+  // K: lane (g, c) reads token tile + 8 nt + g, pieces c + 4i.
+  auto load_k = [&](uint32_t tile, int32_t blk, uint4(&kv)[TN][NKC]) {
 #pragma unroll
     for (int nt = 0; nt < TN; ++nt) {
-      const uint32_t tok = base + 8 * nt + g;
+      const uint32_t tok = tile + 8 * nt + g;
       const int32_t b = __shfl_sync(kFull, blk, 8 * nt + g);
       const uint4* k = reinterpret_cast<const uint4*>(p.k_cache + uint32_t(b) * k_block +
                                                       bdiv.mod(tok) * k_row + uint64_t{kvh} * D) +
@@ -212,25 +193,35 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
           kv[nt][i] = make_uint4(0u, 0u, 0u, 0u);
       }
     }
-    // V: lane (g, c) reads its chunk and scales of tokens base + 8 nt + 2c + u
-    // (index 2 nt + u); zeros outside the range.
-    uint32_t vw[NV][kLoadWords], vs[NV][kScales];
+  };
+  // V: lane (g, c) reads its chunk and scales of tokens tile + 8 nt + 2c + u
+  // (index 2 nt + u); zeros outside the range.
+  auto load_v = [&](uint32_t tile, int32_t blk, uint32_t(&vw)[NV][kLoadWords],
+                    uint32_t(&vs)[NV][kScales]) {
 #pragma unroll
     for (int j = 0; j < NV; ++j) {
       const uint32_t r = 8 * (j / 2) + 2 * c + j % 2;
-      const uint32_t tok = base + r;
+      const uint32_t tok = tile + r;
       const int32_t b = __shfl_sync(kFull, blk, r);
       const uint8_t* vb = p.v_cache + uint32_t(b) * p.v_block_stride_bytes;
       const uint32_t o_tok = bdiv.mod(tok);
       const uint32_t* w = reinterpret_cast<const uint32_t*>(vb + o_tok * v_token_data + v_lane);
-      const uint8_t* s = vb + p.v_data_section_bytes + o_tok * v_token_scales + s_lane;
+      const uint8_t* sc = vb + p.v_data_section_bytes + o_tok * v_token_scales + s_lane;
 #pragma unroll
       for (uint32_t k = 0; k < kLoadWords; ++k) vw[j][k] = in_range(tok) ? __ldg(w + k) : 0u;
 #pragma unroll
-      for (uint32_t k = 0; k < kScales; ++k) vs[j][k] = in_range(tok) ? __ldg(s + k) : 0u;
+      for (uint32_t k = 0; k < kScales; ++k) vs[j][k] = in_range(tok) ? __ldg(sc + k) : 0u;
     }
-    const int32_t blk_next = block_of(base + kStride);
+  };
 
+  uint4 kv[TN][NKC];
+  uint32_t vw[NV][kLoadWords], vs[NV][kScales];
+  int32_t blk = block_of(base);
+  load_k(base, blk, kv);
+  load_v(base, blk, vw, vs);
+  blk = block_of(base + kStride);  // the next tile's
+  for (; base < t1; base += kStride) {
+    const uint32_t next = base + kStride;
     // Scores of head g for tokens base + 8 nt + 2c + {0, 1}.
     float s[TN][2];
 #pragma unroll
@@ -251,6 +242,13 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
         s[nt][u] = in_range(tok) ? (acc_e[u] + acc_o[u]) * qsc : -INFINITY;
       }
     }
+
+    // The next tile's rows, K into the registers the scores just freed: in
+    // flight during this tile's softmax and second product.
+    uint32_t next_vw[NV][kLoadWords], next_vs[NV][kScales];
+    load_k(next, blk, kv);
+    load_v(next, blk, next_vw, next_vs);
+    const int32_t blk_after = block_of(next + kStride);
 
     // Online softmax of head g over the tile's tokens.
     float mx = s[0][0];
@@ -283,8 +281,6 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
         o[mt][3] *= a_hi;
       }
     }
-    prefetch_tile(base + kStride, blk_next);
-    blk = blk_next;
 
     // P^T as the B operand (k = token 8 nt + 2c + u, n = head g).
     uint32_t ph[TN];
@@ -345,6 +341,14 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
         }
       }
     }
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+#pragma unroll
+      for (uint32_t k = 0; k < kLoadWords; ++k) vw[j][k] = next_vw[j][k];
+#pragma unroll
+      for (uint32_t k = 0; k < kScales; ++k) vs[j][k] = next_vs[j][k];
+    }
+    blk = blk_after;
   }
 
   // Merge the warps: a common max per head, then a tree sum of the
