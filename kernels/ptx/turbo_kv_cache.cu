@@ -4,9 +4,10 @@
 // in docs/kernels.md ("TurboQuant V cache", "Module turbo_kv_cache").
 //
 // A write is one CTA per token: its threads copy the token's K row with
-// 16-byte accesses, and each thread quantizes whole 16-value groups of its V
-// row (contract::quantize_group, the reference's code), so the packed bytes
-// and scales are bit for bit the cpu backend's.
+// 16-byte accesses, and each 4 threads quantize one 16-value group of its V
+// row with the contract's steps (the reference's code, the sums chained
+// through the 4 lanes in index order), so the packed bytes and scales are bit
+// for bit the cpu backend's.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -19,6 +20,9 @@ namespace {
 namespace contract = sparkrt::contract::turbo_kv_cache;
 constexpr uint32_t kThreads = contract::kThreads;
 constexpr uint32_t kGroup = contract::kGroup;
+constexpr uint32_t kPerLane = 4;                       // V values a thread quantizes
+constexpr uint32_t kQuads = kThreads / (kGroup / kPerLane);  // groups a CTA pass takes
+constexpr uint32_t kFull = 0xffffffffu;
 
 template <uint32_t kBits>
 __device__ __forceinline__ void write_token(
@@ -47,23 +51,63 @@ __device__ __forceinline__ void write_token(
     for (uint32_t i = threadIdx.x; i < row; i += kThreads) d[i] = k_src[i];
   }
 
-  // V: one group of 16 per thread and pass.
+  // V: a group of 16 per 4 consecutive threads (a quad), 4 values each; the
+  // quads of the CTA take groups q, q + 64, ... in uniform passes, so the
+  // shuffles always run with every lane.
   const __nv_bfloat16* v_src = value + uint64_t{t} * value_stride;
   uint8_t* v_block = v_cache + block * v_block_stride_bytes;
   uint8_t* data = v_block + off * (uint64_t{row} * kBits / 8);
   __nv_fp8_storage_t* scales =
       reinterpret_cast<__nv_fp8_storage_t*>(v_block + v_data_section_bytes + off * (row / kGroup));
-  for (uint32_t g = threadIdx.x; g < row / kGroup; g += kThreads) {
-    float x[kGroup];
+  const uint32_t groups = row / kGroup, lane = threadIdx.x % 32, sub = lane % kPerLane;
+  const uint32_t quad0 = lane - sub;  // the quad's first lane
+  for (uint32_t base = 0; base < groups; base += kQuads) {
+    const uint32_t g = base + threadIdx.x / kPerLane;
+    const bool on = g < groups;
+    float x[kPerLane];
+    float absmax = 0.0f;
 #pragma unroll
-    for (uint32_t i = 0; i < kGroup; ++i) x[i] = __bfloat162float(v_src[g * kGroup + i]);
-    uint8_t idx[kGroup];
-    const float s = contract::quantize_group(x, kBits, idx);
-    uint8_t packed[kGroup * kBits / 8];
-    contract::pack_group(idx, kBits, packed);
+    for (uint32_t i = 0; i < kPerLane; ++i) {
+      x[i] = on ? __bfloat162float(v_src[g * kGroup + sub * kPerLane + i]) : 0.0f;
+      absmax = fmaxf(absmax, fabsf(x[i]));
+    }
+    absmax = fmaxf(absmax, __shfl_xor_sync(kFull, absmax, 1));
+    absmax = fmaxf(absmax, __shfl_xor_sync(kFull, absmax, 2));
+    uint32_t field = 0;  // this lane's indices, kBits each, value 0 lowest
+    float c[kPerLane];
 #pragma unroll
-    for (uint32_t b = 0; b < kGroup * kBits / 8; ++b) data[g * (kGroup * kBits / 8) + b] = packed[b];
-    scales[g] = __nv_cvt_float_to_fp8(s, __NV_SATFINITE, __NV_E4M3);
+    for (uint32_t i = 0; i < kPerLane; ++i) {
+      const uint32_t k = contract::nearest_index(kBits, contract::scaled_value(kBits, x[i], absmax));
+      field |= k << (i * kBits);
+      c[i] = contract::centroid(kBits, k);
+    }
+    // The sums of squares in index order: each lane continues the chain of
+    // the lanes before it.
+    float x2 = 0.0f, c2 = 0.0f;
+#pragma unroll
+    for (uint32_t from = 0; from < kPerLane; ++from) {
+      if (sub == from) {
+#pragma unroll
+        for (uint32_t i = 0; i < kPerLane; ++i) {
+          x2 = contract::fma_step(x[i], x[i], x2);
+          c2 = contract::fma_step(c[i], c[i], c2);
+        }
+      }
+      x2 = __shfl_sync(kFull, x2, quad0 + from);
+      c2 = __shfl_sync(kFull, c2, quad0 + from);
+    }
+    // The group's stream: the lanes' fields in order.
+    uint64_t packed = field;
+#pragma unroll
+    for (uint32_t from = 1; from < kPerLane; ++from)
+      packed |= uint64_t{__shfl_sync(kFull, field, quad0 + from)} << (from * kPerLane * kBits);
+    if (on && sub == 0) {
+      uint8_t* dst = data + g * (kGroup * kBits / 8);
+#pragma unroll
+      for (uint32_t b = 0; b < kGroup * kBits / 8; ++b) dst[b] = uint8_t(packed >> (8 * b));
+      scales[g] = __nv_cvt_float_to_fp8(contract::group_scale(kBits, x2, c2, absmax),
+                                        __NV_SATFINITE, __NV_E4M3);
+    }
   }
 }
 

@@ -133,17 +133,47 @@ SPARKRT_HOST_DEVICE inline void pack_group(const uint8_t (&idx)[kGroup], uint32_
   }
 }
 
-// Quantizes one group: y = x / absmax * outer centroid, each y to its nearest
-// centroid (a value on a decision bound goes to the upper one); the scale is
-// the matched norm ||x||_2 / ||chosen centroids||_2, or absmax / outer
-// centroid where ||x||_2 is 0 in f32 (an all-zero or tiny group), clamped to
-// kMaxScale. The caller rounds the scale to E4M3 (its own conversion, the same
-// on every backend). The sums run in index order with fused multiply-adds, so
-// every backend gets the same bits.
+// The steps of quantizing a group, shared by the whole-group form below and
+// by kernels that spread a group over several threads (which must give the
+// same bits): a value scaled so that the group's largest magnitude maps to
+// the outer centroid; its nearest centroid (a value on a decision bound goes
+// to the upper one); one step of the sums of squares, which run in index
+// order with fused multiply-adds; and the stored scale from the sums.
+SPARKRT_HOST_DEVICE inline float scaled_value(uint32_t bits, float x, float absmax) {
+  return absmax > 0.0f ? x / absmax * centroid(bits, codebook_size(bits) - 1) : 0.0f;
+}
+SPARKRT_HOST_DEVICE inline uint32_t nearest_index(uint32_t bits, float y) {
+  uint32_t k = 0;
+  SPARKRT_UNROLL
+  for (uint32_t j = 0; j + 1 < codebook_size(bits); ++j)
+    if (y >= 0.5f * (centroid(bits, j) + centroid(bits, j + 1))) k = j + 1;
+  return k;
+}
+SPARKRT_HOST_DEVICE inline float fma_step(float a, float b, float acc) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, acc);
+#else
+  return __builtin_fmaf(a, b, acc);
+#endif
+}
+// The matched norm sqrt(x2) / sqrt(c2) (x2 = ||x||_2^2, c2 = ||chosen
+// centroids||_2^2), or absmax / outer centroid where x2 is 0 in f32 (an
+// all-zero or tiny group), clamped to kMaxScale. The caller rounds it to
+// E4M3 (its own conversion, the same on every backend).
+SPARKRT_HOST_DEVICE inline float group_scale(uint32_t bits, float x2, float c2, float absmax) {
+  const float outer = centroid(bits, codebook_size(bits) - 1);
+#if defined(__CUDA_ARCH__)
+  const float s = x2 > 0.0f ? __fdiv_rn(__fsqrt_rn(x2), __fsqrt_rn(c2)) : __fdiv_rn(absmax, outer);
+#else
+  const float s = x2 > 0.0f ? __builtin_sqrtf(x2) / __builtin_sqrtf(c2) : absmax / outer;
+#endif
+  return s < kMaxScale ? s : kMaxScale;
+}
+
+// Quantizes one group into idx and returns its scale: the steps above in
+// index order.
 SPARKRT_HOST_DEVICE inline float quantize_group(const float (&x)[kGroup], uint32_t bits,
                                                 uint8_t (&idx)[kGroup]) {
-  const uint32_t n = codebook_size(bits);
-  const float outer = centroid(bits, n - 1);
   float absmax = 0.0f;
   SPARKRT_UNROLL
   for (uint32_t i = 0; i < kGroup; ++i) {
@@ -153,29 +183,13 @@ SPARKRT_HOST_DEVICE inline float quantize_group(const float (&x)[kGroup], uint32
   float x2 = 0.0f, c2 = 0.0f;
   SPARKRT_UNROLL
   for (uint32_t i = 0; i < kGroup; ++i) {
-    const float y = absmax > 0.0f ? x[i] / absmax * outer : 0.0f;
-    uint32_t k = 0;
-    SPARKRT_UNROLL
-    for (uint32_t j = 0; j + 1 < n; ++j)
-      if (y >= 0.5f * (centroid(bits, j) + centroid(bits, j + 1))) k = j + 1;
+    const uint32_t k = nearest_index(bits, scaled_value(bits, x[i], absmax));
     idx[i] = uint8_t(k);
     const float c = centroid(bits, k);
-#if defined(__CUDA_ARCH__)
-    x2 = __fmaf_rn(x[i], x[i], x2);
-    c2 = __fmaf_rn(c, c, c2);
-#else
-    x2 = __builtin_fmaf(x[i], x[i], x2);
-    c2 = __builtin_fmaf(c, c, c2);
-#endif
+    x2 = fma_step(x[i], x[i], x2);
+    c2 = fma_step(c, c, c2);
   }
-#if defined(__CUDA_ARCH__)
-  const float norm_x = __fsqrt_rn(x2), norm_c = __fsqrt_rn(c2);
-  float s = x2 > 0.0f ? __fdiv_rn(norm_x, norm_c) : __fdiv_rn(absmax, outer);
-#else
-  const float norm_x = __builtin_sqrtf(x2), norm_c = __builtin_sqrtf(c2);
-  float s = x2 > 0.0f ? norm_x / norm_c : absmax / outer;
-#endif
-  return s < kMaxScale ? s : kMaxScale;
+  return group_scale(bits, x2, c2, absmax);
 }
 
 }  // namespace sparkrt::contract::turbo_kv_cache
