@@ -259,17 +259,7 @@ std::vector<Comparison> check_against_cpu(const LayerInputs& in, const StepResul
   for (uint64_t i = 0; i < cpu.v_cache.size(); ++i)
     v.add_exact(r.v_cache[i] == cpu.v_cache[i], absl::StrFormat("byte %d", i));
   checks.push_back(v);
-  // max |V| over what the attention read.
-  double max_abs_v = 0;
-  if (sh.v_bits == 0) {
-    for (uint16_t x : in.value) max_abs_v = std::max(max_abs_v, double(std::fabs(bf16_to_f32(x))));
-  } else {
-    for (uint32_t s = 0; s < sh.num_seqs(); ++s)
-      for (uint32_t t = 0; t < sh.context[s]; ++t)
-        for (uint32_t i = 0; i < sh.kv_row(); ++i)
-          max_abs_v = std::max(max_abs_v, std::fabs(turbo_v(sh, cpu.v_cache, slot_of(in, s, t),
-                                                            i / sh.head_dim, i % sh.head_dim)));
-  }
+  const double max_abs_v = max_abs_attended_v(in, cpu.v_cache);
   std::vector<double> want(cpu.out.size());
   for (uint64_t i = 0; i < want.size(); ++i) want[i] = bf16_to_f32(cpu.out[i]);
   checks.push_back(compare_output(sh, r.out, want, max_abs_v, vs_cpu::kPagedDecodeAttn,

@@ -119,6 +119,24 @@ double turbo_v(const LayerShape& sh, const std::vector<uint8_t>& v_pool, uint64_
          numeric::fp8_e4m3_to_f32(scale);
 }
 
+double attended_v(const LayerInputs& in, const std::vector<uint8_t>& v_pool, uint32_t s,
+                  uint32_t t, uint32_t h, uint32_t j) {
+  const LayerShape& sh = in.shape;
+  return sh.v_bits == 0
+             ? double(bf16_to_f32(in.value[in.token_row(s, t) * sh.kv_row() + h * sh.head_dim + j]))
+             : turbo_v(sh, v_pool, slot_of(in, s, t), h, j);
+}
+
+double max_abs_attended_v(const LayerInputs& in, const std::vector<uint8_t>& v_pool) {
+  const LayerShape& sh = in.shape;
+  double m = 0;
+  for (uint32_t s = 0; s < sh.num_seqs(); ++s)
+    for (uint32_t t = 0; t < sh.context[s]; ++t)
+      for (uint32_t i = 0; i < sh.kv_row(); ++i)
+        m = std::max(m, std::fabs(attended_v(in, v_pool, s, t, i / sh.head_dim, i % sh.head_dim)));
+  return m;
+}
+
 absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
                                            int timed_iterations) {
   const LayerShape& sh = in.shape;
@@ -424,16 +442,10 @@ LayerReference reference_decode_step(const LayerInputs& in, const std::vector<ui
   LayerReference ref;
   ref.k_new.resize(uint64_t{sh.num_seqs()} * row);
   ref.out.resize(uint64_t{sh.num_seqs()} * sh.q_row());
-  // The V the attention reads: as given, or decoded from the TurboQuant pool.
   const auto value = [&](uint32_t s, uint32_t t, uint32_t h, uint32_t j) {
-    return sh.v_bits == 0
-               ? double(bf16_to_f32(in.value[in.token_row(s, t) * row + h * d + j]))
-               : turbo_v(sh, v_pool, slot_of(in, s, t), h, j);
+    return attended_v(in, v_pool, s, t, h, j);
   };
-  for (uint32_t s = 0; s < sh.num_seqs(); ++s)
-    for (uint32_t t = 0; t < sh.context[s]; ++t)
-      for (uint32_t i = 0; i < row; ++i)
-        ref.max_abs_v = std::max(ref.max_abs_v, std::fabs(value(s, t, i / d, i % d)));
+  ref.max_abs_v = max_abs_attended_v(in, v_pool);
   const uint32_t group = sh.num_q_heads / hkv;
   const double scale = 1.0 / std::sqrt(double(d));
   for (uint32_t s = 0; s < sh.num_seqs(); ++s) {

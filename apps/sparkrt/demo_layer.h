@@ -113,6 +113,12 @@ uint64_t slot_of(const LayerInputs& in, uint32_t s, uint32_t t);
 // Dim j of KV head h at `slot` of a TurboQuant V pool, decoded (rotated).
 double turbo_v(const LayerShape& shape, const std::vector<uint8_t>& v_pool, uint64_t slot,
                uint32_t h, uint32_t j);
+// Dim j of KV head h of sequence s's token t as the attention reads it: the
+// input (bf16 cache), or decoded from the TurboQuant pool `v_pool`; and the
+// largest magnitude over every cached token.
+double attended_v(const LayerInputs& in, const std::vector<uint8_t>& v_pool, uint32_t s,
+                  uint32_t t, uint32_t h, uint32_t j);
+double max_abs_attended_v(const LayerInputs& in, const std::vector<uint8_t>& v_pool);
 
 }  // namespace sparkrt::cli
 
