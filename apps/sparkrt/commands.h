@@ -20,6 +20,12 @@ absl::Status run_info(std::ostream& out);
 // names, only those modules (an unknown name is an error).
 absl::Status run_modules(std::span<const std::string_view> names, std::ostream& out);
 
+// `sparkrt signatures FILE`: the signature file (<module>.sig) of a PTX or
+// signature file, to stdout. `--check SIG FILE...`: fails, naming the first
+// difference, unless every FILE (.ptx, or .spv: its push-constant layouts)
+// declares what SIG does.
+absl::Status run_signatures(std::span<const std::string_view> args, std::ostream& out);
+
 // One decode step of a synthetic attention layer (fill slots, fused K path,
 // V write, paged decode attention) on the device the environment selects,
 // checked against float64 or the cpu backend and timed per op. v_bits 0: a

@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "commands.h"
 #include "sparkrt/backends.h"
 #include "sparkrt/device.h"
@@ -58,10 +60,12 @@ void print_properties(const Device& dev, std::ostream& out) {
   row("shared memory per block", absl::StrFormat("%s (opt-in up to %s)",
                                                  format_bytes(p.max_shared_memory_per_block),
                                                  format_bytes(p.max_shared_memory_per_block_optin)));
-  std::string formats;
-  if (p.accepts_ptx) formats = "ptx";
-  if (p.accepts_cubin) formats += formats.empty() ? "cubin" : ", cubin";
-  row("module images", formats.empty() ? "(none)" : formats);
+  std::vector<std::string> formats;
+  if (p.accepts_cubin) formats.push_back("cubin");
+  if (p.accepts_ptx) formats.push_back("ptx");
+  if (p.accepts_spirv) formats.push_back("spirv");
+  if (p.accepts_signatures) formats.push_back("signatures");
+  row("module images", formats.empty() ? "(none)" : absl::StrJoin(formats, ", "));
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ constexpr std::string_view kUsage =
     "commands:\n"
     "  info               backends found, folders searched, the selected device\n"
     "  modules [name...]  kernel modules, where each comes from, entry signatures\n"
+    "  signatures FILE    the signature file (<module>.sig) of a .ptx or .sig file\n"
+    "  signatures --check SIG FILE...\n"
+    "                     fails unless each .ptx or .spv FILE declares SIG's signatures\n"
     "  demo [--kv FORMAT] one decode step of a small attention layer on the selected\n"
     "                     device, checked and timed (cpu: against float64; a GPU: against\n"
     "                     the cpu backend; mock: the recorded launches); FORMAT is the KV\n"
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
   // The suite reports through doctest and has exit codes of its own.
   if (command == "conformance") return sparkrt::cli::run_conformance(rest);
 
-  enum class Command { kInfo, kModules, kDemo } which;
+  enum class Command { kInfo, kModules, kSignatures, kDemo } which;
   uint32_t v_bits = 0;  // demo: the V cache format
   if (command == "info") {
     if (!rest.empty()) return usage_error("'info' takes no arguments");
@@ -103,6 +106,12 @@ int main(int argc, char** argv) {
       if (name.starts_with("-")) return usage_error("unknown option '" + std::string(name) + "'");
     }
     which = Command::kModules;
+  } else if (command == "signatures") {
+    const bool check = !rest.empty() && rest[0] == "--check";
+    if (check ? rest.size() < 3 : rest.size() != 1)
+      return usage_error(check ? "'signatures --check' needs a .sig file and the files to check"
+                               : "'signatures' takes one .ptx or .sig file");
+    which = Command::kSignatures;
   } else if (command.starts_with("-")) {
     return usage_error("unknown option '" + std::string(command) + "'");
   } else {
@@ -114,6 +123,7 @@ int main(int argc, char** argv) {
     switch (which) {
       case Command::kInfo: status = sparkrt::cli::run_info(std::cout); break;
       case Command::kModules: status = sparkrt::cli::run_modules(rest, std::cout); break;
+      case Command::kSignatures: status = sparkrt::cli::run_signatures(rest, std::cout); break;
       case Command::kDemo: status = sparkrt::cli::run_demo(v_bits, std::cout); break;
     }
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 // `sparkrt modules`: every kernel module the runtime can find, where it comes
-// from, and each entry's parameter list as the PTX declares it (the list that
-// KernelLaunch checks arguments against). A module that cannot be used is
+// from (which of its files: .sig, .ptx, .spv), and each entry's parameter list
+// as its signatures declare it (the list that KernelLaunch checks arguments
+// against). A module that cannot be used is
 // marked with its error and the listing goes on.
 #include <algorithm>
 #include <map>
@@ -48,17 +49,19 @@ absl::Status print_module(std::string_view name, std::ostream& out) {
     out << absl::StrFormat("\n%s: error: %s\n", name, image.status().message());
     return image.status();
   }
-  auto signatures = parse_ptx_signatures(image->ptx);
+  auto signatures = module_signatures(*image);
   if (!signatures.ok()) {
-    out << absl::StrFormat("\n%s (from %s): error: malformed PTX: %s\n", image->module,
-                           image->origin, signatures.status().message());
+    out << absl::StrFormat("\n%s: error: %s\n", name, signatures.status().message());
     print_skipped(image->skipped, out);
-    return absl::Status(signatures.status().code(),
-                        absl::StrFormat("module %s from %s: %s", name, image->origin,
-                                        signatures.status().message()));
+    return signatures.status();
   }
-  out << absl::StrFormat("\n%s (from %s, %d entr%s)\n", image->module, image->origin,
-                         signatures->size(), signatures->size() == 1 ? "y" : "ies");
+  std::vector<std::string> files;
+  if (image->signatures) files.push_back(".sig");
+  if (image->ptx) files.push_back(".ptx");
+  if (!image->spirv.empty()) files.push_back(".spv");
+  out << absl::StrFormat("\n%s (from %s: %s; %d entr%s)\n", image->module, image->origin,
+                         absl::StrJoin(files, " "), signatures->size(),
+                         signatures->size() == 1 ? "y" : "ies");
   for (const KernelSignature& sig : *signatures) {
     out << absl::StrFormat("  %s  [%d bytes]%s%s\n", format_signature(sig), sig.params_size,
                            format_directives(sig.directives),

@@ -73,16 +73,17 @@ absl::Status CpuDevice::properties(SparkrtDeviceProperties& out) {
   out.max_shared_memory_per_block_optin = 227 * 1024;
   out.compute_capability_major = 0;
   out.compute_capability_minor = 0;
-  out.image_formats = 1u << SPARKRT_IMAGE_PTX;
+  out.image_formats = (1u << SPARKRT_IMAGE_PTX) | (1u << SPARKRT_IMAGE_SIGNATURES);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<sdk::Module>> CpuDevice::load_module(
     std::string_view name, SparkrtImageFormat format, std::span<const std::byte>) {
-  if (format != SPARKRT_IMAGE_PTX)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("cpu: module %s: only PTX images are accepted", name));
-  // The PTX is not executed: entries resolve to reference implementations.
+  if (format != SPARKRT_IMAGE_PTX && format != SPARKRT_IMAGE_SIGNATURES)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cpu: module %s: only PTX and signature images are accepted", name));
+  // Nothing of the image is executed: entries resolve to reference
+  // implementations.
   return std::make_unique<CpuModule>(std::string(name));
 }
 

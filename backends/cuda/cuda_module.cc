@@ -18,6 +18,8 @@ const char* format_name(SparkrtImageFormat f) {
   switch (f) {
     case SPARKRT_IMAGE_PTX: return "PTX";
     case SPARKRT_IMAGE_CUBIN: return "cubin";
+    case SPARKRT_IMAGE_SPIRV: return "SPIR-V";
+    case SPARKRT_IMAGE_SIGNATURES: return "signatures";
   }
   return "unknown";
 }

@@ -60,10 +60,11 @@ absl::StatusOr<std::unique_ptr<sdk::Module>> MockDevice::load_module(
     std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) {
   std::lock_guard lock(mu_);
   if (!log_.status().ok()) return log_refusal("module_load");
-  if (format != SPARKRT_IMAGE_PTX) {
+  // A signature file is PTX declarations without bodies: the same scan.
+  if (format != SPARKRT_IMAGE_PTX && format != SPARKRT_IMAGE_SIGNATURES) {
     return note("module_load", absl::InvalidArgumentError(absl::StrFormat(
-                                   "module_load(%s): image format %d is not PTX; the mock "
-                                   "accepts PTX images only (see image_formats)",
+                                   "module_load(%s): image format %d is neither PTX nor "
+                                   "signatures, the images the mock accepts (see image_formats)",
                                    name, static_cast<int>(format))));
   }
   if (image.empty()) {

@@ -104,7 +104,7 @@ absl::Status MockDevice::properties(SparkrtDeviceProperties& out) {
   out.max_shared_memory_per_block_optin = shared_memory_optin_;
   out.compute_capability_major = 0;  // not a CUDA device
   out.compute_capability_minor = 0;
-  out.image_formats = 1u << SPARKRT_IMAGE_PTX;
+  out.image_formats = (1u << SPARKRT_IMAGE_PTX) | (1u << SPARKRT_IMAGE_SIGNATURES);
   return absl::OkStatus();
 }
 

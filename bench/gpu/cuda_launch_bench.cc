@@ -205,6 +205,11 @@ int main(int argc, char** argv) {
 
   // ---- module loads ----
   auto image = ok(sparkrt::find_module("vector_ops", props.architecture), "find_module");
+  if (!image.ptx) {
+    std::fprintf(stderr, "vector_ops has no PTX: this sparkrt was built without nvcc\n");
+    std::exit(1);
+  }
+  const std::string& ptx = *image.ptx;
   auto load_raw = [&](const void* data) {
     CUmodule m;
     auto start = Clock::now();
@@ -213,8 +218,8 @@ int main(int argc, char** argv) {
     cu(raw.d.ModuleUnload(m), "cuModuleUnload");
     return t;
   };
-  const double ptx_cold = load_raw(image.ptx.c_str());
-  const double ptx_warm = load_raw(image.ptx.c_str());
+  const double ptx_cold = load_raw(ptx.c_str());
+  const double ptx_warm = load_raw(ptx.c_str());
   const double cubin_load = image.cubin.empty() ? -1 : load_raw(image.cubin.data());
   double sparkrt_second_device = 0;
   {
@@ -230,7 +235,7 @@ int main(int argc, char** argv) {
   CUmodule raw_module;
   cu(raw.d.ModuleLoadDataEx(
          &raw_module,
-         image.cubin.empty() ? static_cast<const void*>(image.ptx.c_str()) : image.cubin.data(), 0,
+         image.cubin.empty() ? static_cast<const void*>(ptx.c_str()) : image.cubin.data(), 0,
          nullptr, nullptr),
      "cuModuleLoadDataEx");
   CUfunction raw_fn;

@@ -24,8 +24,9 @@ using detail::DeviceState;
 using detail::Plugin;
 
 // Real backends in the order `auto` tries them; other non-mock plugins found
-// on the search path follow, by name.
-constexpr const char* kAutoOrder[] = {"cuda", "vulkan", "cpu"};
+// on the search path follow, by name. vulkan comes after cpu for as long as
+// its SPIR-V covers only some modules (docs/kernels.md, "SPIR-V modules").
+constexpr const char* kAutoOrder[] = {"cuda", "cpu"};
 constexpr char kMock[] = "mock";
 
 bool is_path(std::string_view backend) {
@@ -62,6 +63,8 @@ DeviceProperties convert(const SparkrtDeviceProperties& p) {
   d.compute_capability_minor = p.compute_capability_minor;
   d.accepts_ptx = (p.image_formats & (1u << SPARKRT_IMAGE_PTX)) != 0;
   d.accepts_cubin = (p.image_formats & (1u << SPARKRT_IMAGE_CUBIN)) != 0;
+  d.accepts_spirv = (p.image_formats & (1u << SPARKRT_IMAGE_SPIRV)) != 0;
+  d.accepts_signatures = (p.image_formats & (1u << SPARKRT_IMAGE_SIGNATURES)) != 0;
   return d;
 }
 
@@ -192,31 +195,48 @@ absl::Status load_module(DeviceState& s, detail::ModuleRecord& m) {
   const std::string& module = m.name;
   auto image = find_module(module, s.properties.architecture);
   if (!image.ok()) return image.status();
-  auto signatures = parse_ptx_signatures(image->ptx);
-  if (!signatures.ok())
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel module '%s' (%s): malformed PTX: %s", module, image->origin,
-        signatures.status().message()));
+  auto signatures = module_signatures(*image);
+  if (!signatures.ok()) return signatures.status();
 
   SparkrtModuleLoadArgs load{};
   load.struct_size = SPARKRT_MODULE_LOAD_ARGS_SIZE;
   load.device = s.native;
   load.name = module.c_str();
+  const auto offer = [&](SparkrtImageFormat format, const std::string& bytes) {
+    load.format = format;
+    load.image = bytes.c_str();  // NUL-terminated, for the text formats
+    load.image_size = bytes.size();
+  };
+  const DeviceProperties& p = s.properties;
   std::string loaded_as;
-  if (!image->cubin.empty() && s.properties.accepts_cubin) {
-    load.format = SPARKRT_IMAGE_CUBIN;
-    load.image = image->cubin.data();
-    load.image_size = image->cubin.size();
+  if (!image->cubin.empty() && p.accepts_cubin) {
+    offer(SPARKRT_IMAGE_CUBIN, image->cubin);
     loaded_as = image->cubin_arch + " cubin";
-  } else if (s.properties.accepts_ptx) {
-    load.format = SPARKRT_IMAGE_PTX;
-    load.image = image->ptx.c_str();  // NUL-terminated
-    load.image_size = image->ptx.size();
+  } else if (image->ptx && p.accepts_ptx) {
+    offer(SPARKRT_IMAGE_PTX, *image->ptx);
     loaded_as = "PTX";
+  } else if (!image->spirv.empty() && p.accepts_spirv) {
+    offer(SPARKRT_IMAGE_SPIRV, image->spirv);
+    loaded_as = "SPIR-V";
+  } else if (image->signatures && p.accepts_signatures) {
+    offer(SPARKRT_IMAGE_SIGNATURES, *image->signatures);
+    loaded_as = "signatures";
   } else {
+    std::vector<std::string> wanted;
+    if (p.accepts_cubin) wanted.push_back(absl::StrFormat("%s.%s.cubin", module, p.architecture));
+    if (p.accepts_ptx) wanted.push_back(module + ".ptx");
+    if (p.accepts_spirv) wanted.push_back(module + ".spv");
+    if (p.accepts_signatures) wanted.push_back(module + ".sig");
+    const bool for_cuda = p.accepts_cubin || p.accepts_ptx;
     return absl::FailedPreconditionError(absl::StrFormat(
-        "kernel module '%s' (%s): the %s device takes neither PTX nor a %s cubin", module,
-        image->origin, s.plugin->name(), s.properties.architecture));
+        "kernel module '%s' (%s) has no image the %s device takes: it needs %s. %s", module,
+        image->origin, s.plugin->name(), absl::StrJoin(wanted, " or "),
+        for_cuda && !SPARKRT_HAVE_CUDA_KERNELS
+            ? "This sparkrt was built without nvcc (the CUDA toolkit), so it has no PTX or "
+              "cubins: rebuild it with nvcc, or add a folder holding the module's PTX to "
+              "SPARKRT_KERNEL_PATH"
+            : "Add a folder holding one to SPARKRT_KERNEL_PATH (the in-tree SPIR-V modules are "
+              "listed in docs/kernels.md)"));
   }
   if (auto st = s.plugin->status(
           s.api->module_load(&load),

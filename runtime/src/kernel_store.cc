@@ -25,6 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr char kEmbedded[] = "embedded";
+constexpr char kSignatureSuffix[] = ".sig";
+constexpr char kPtxSuffix[] = ".ptx";
 
 // <prefix>/share/sparkrt/kernels, with <prefix> found from where libsparkrt
 // lives (<prefix>/<libdir>), so installs are relocatable.
@@ -186,12 +188,14 @@ std::vector<std::string> kernel_search_path() {
 absl::StatusOr<ModuleImage> find_module(std::string_view module, std::string_view arch) {
   if (!valid_module_name(module))
     return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel module name '%s' is invalid: use the file stem of a .ptx file (letters, digits, "
-        "'_', '-', '.')",
+        "kernel module name '%s' is invalid: use the file stem of a .sig or .ptx file (letters, "
+        "digits, '_', '-', '.')",
         module));
-  const std::string ptx_file = absl::StrFormat("%s.ptx", module);
+  const std::string sig_file = absl::StrFormat("%s%s", module, kSignatureSuffix);
+  const std::string ptx_file = absl::StrFormat("%s%s", module, kPtxSuffix);
   const std::string cubin_file =
       arch.empty() ? std::string() : absl::StrFormat("%s.%s.cubin", module, arch);
+  const std::string spirv_file = absl::StrFormat("%s.spv", module);
   const auto path = kernel_search_path();
   std::vector<SkippedFile> skipped;
   const auto pass_over = [&](std::string file, std::string reason) {
@@ -202,57 +206,94 @@ absl::StatusOr<ModuleImage> find_module(std::string_view module, std::string_vie
     return absl::Status(s.code(), absl::StrFormat("kernel module '%s': %s", module, s.message()));
   };
   for (const std::string& folder : path) {
-    ModuleImage image{std::string(module), folder, {}, {}, {}, {}};
-    if (folder == kEmbedded) {
-      auto ptx = embedded(ptx_file);
-      if (!ptx) continue;
-      image.ptx = std::move(*ptx);
-      if (!cubin_file.empty()) {
-        if (auto cubin = embedded(cubin_file)) image.cubin = std::move(*cubin);
-      }
-    } else {
-      std::string ptx_path = (fs::path(folder) / ptx_file).string();
-      auto ptx = read_module_file(ptx_path);
-      if (!ptx.ok()) return read_error(ptx.status());
-      if (ptx->kind == Probe::kAbsent) continue;
-      if (ptx->kind == Probe::kSkipped) {
-        pass_over(std::move(ptx_path), std::move(ptx->reason));
-        continue;
-      }
-      image.ptx = std::move(ptx->data);
-      if (!cubin_file.empty()) {
-        std::string cubin_path = (fs::path(folder) / cubin_file).string();
-        auto cubin = read_module_file(cubin_path);
-        if (!cubin.ok()) return read_error(cubin.status());
-        if (cubin->kind == Probe::kRegular) image.cubin = std::move(cubin->data);
-        if (cubin->kind == Probe::kSkipped)
-          pass_over(std::move(cubin_path), std::move(cubin->reason));
-      }
+    ModuleImage image{std::string(module), folder, {}, {}, {}, {}, {}, {}};
+    // One file of the module in this folder: nullopt when absent or passed over.
+    const auto read = [&](const std::string& file) -> absl::StatusOr<std::optional<std::string>> {
+      if (folder == kEmbedded) return embedded(file);
+      std::string file_path = (fs::path(folder) / file).string();
+      auto r = read_module_file(file_path);
+      if (!r.ok()) return read_error(r.status());
+      if (r->kind == Probe::kSkipped) pass_over(std::move(file_path), std::move(r->reason));
+      if (r->kind != Probe::kRegular) return std::optional<std::string>();
+      return std::optional<std::string>(std::move(r->data));
+    };
+    auto sig = read(sig_file);
+    if (!sig.ok()) return sig.status();
+    auto ptx = read(ptx_file);
+    if (!ptx.ok()) return ptx.status();
+    if (!*sig && !*ptx) continue;
+    image.signatures = *std::move(sig);
+    image.ptx = *std::move(ptx);
+    for (const auto& [file, text] : {std::pair{&cubin_file, &image.cubin},
+                                     std::pair{&spirv_file, &image.spirv}}) {
+      if (file->empty()) continue;
+      auto data = read(*file);
+      if (!data.ok()) return data.status();
+      if (*data) *text = **std::move(data);
     }
     if (!image.cubin.empty()) image.cubin_arch = std::string(arch);
-    detail::log_debug(absl::StrFormat("module %s: found in %s%s", module, folder,
-                                      image.cubin.empty() ? "" : " (with " + cubin_file + ")"));
+    std::vector<std::string> files;
+    for (const auto& [file, present] :
+         {std::pair{&sig_file, image.signatures.has_value()}, {&ptx_file, image.ptx.has_value()},
+          {&cubin_file, !image.cubin.empty()}, {&spirv_file, !image.spirv.empty()}})
+      if (present) files.push_back(*file);
+    detail::log_debug(absl::StrFormat("module %s: found in %s (%s)", module, folder,
+                                      absl::StrJoin(files, ", ")));
     image.skipped = std::move(skipped);
     return image;
   }
   std::vector<std::string> passed;
   for (const auto& f : skipped) passed.push_back(absl::StrFormat("%s (%s)", f.path, f.reason));
   return absl::NotFoundError(absl::StrFormat(
-      "kernel module '%s' not found: searched %s for %s%s; modules available: [%s]. Add its "
-      "folder to SPARKRT_KERNEL_PATH",
-      module, absl::StrJoin(path, ", "), ptx_file,
+      "kernel module '%s' not found: searched %s for %s or %s%s; modules available: [%s]. Add "
+      "its folder to SPARKRT_KERNEL_PATH",
+      module, absl::StrJoin(path, ", "), sig_file, ptx_file,
       passed.empty() ? "" : "; passed over " + absl::StrJoin(passed, ", "),
       absl::StrJoin(list_modules(), ", ")));
+}
+
+absl::StatusOr<std::vector<KernelSignature>> module_signatures(const ModuleImage& image) {
+  const auto parse = [&](const std::string& text, const char* suffix)
+      -> absl::StatusOr<std::vector<KernelSignature>> {
+    auto sigs = parse_ptx_signatures(text);
+    if (!sigs.ok())
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kernel module '%s' (%s): malformed %s in %s%s: %s", image.module, image.origin,
+          suffix == kPtxSuffix ? "PTX" : "signature file", image.module, suffix,
+          sigs.status().message()));
+    return sigs;
+  };
+  if (!image.signatures && !image.ptx)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kernel module '%s' (%s) has neither %s%s nor %s%s", image.module, image.origin,
+        image.module, kSignatureSuffix, image.module, kPtxSuffix));
+  if (!image.signatures) return parse(*image.ptx, kPtxSuffix);
+  auto declared = parse(*image.signatures, kSignatureSuffix);
+  if (!declared.ok() || !image.ptx) return declared;
+  auto from_ptx = parse(*image.ptx, kPtxSuffix);
+  if (!from_ptx.ok()) return from_ptx.status();
+  const std::string sig_name = image.module + kSignatureSuffix;
+  const std::string ptx_name = image.module + kPtxSuffix;
+  if (std::string diff = signature_difference(*declared, sig_name, *from_ptx, ptx_name);
+      !diff.empty())
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel module '%s' (%s): %s and %s disagree: %s. Regenerate the signature file with "
+        "`sparkrt signatures %s > %s`",
+        image.module, image.origin, sig_name, ptx_name, diff, ptx_name, sig_name));
+  return declared;
 }
 
 ModuleListing scan_modules() {
   std::set<std::string> names;
   std::vector<SkippedFile> skipped;
+  const auto is_signature_source = [](const fs::path& file) {
+    return file.extension() == kSignatureSuffix || file.extension() == kPtxSuffix;
+  };
   for (const std::string& folder : kernel_search_path()) {
     if (folder == kEmbedded) {
       for (const auto* img = detail::embedded_images(); img->file != nullptr; ++img) {
         fs::path file(img->file);
-        if (file.extension() == ".ptx") names.insert(file.stem().string());
+        if (is_signature_source(file)) names.insert(file.stem().string());
       }
       continue;
     }
@@ -261,7 +302,7 @@ ModuleListing scan_modules() {
     for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator();
          it.increment(ec)) {
       const fs::path& file = it->path();
-      if (file.extension() == ".ptx" && valid_module_name(file.stem().string()))
+      if (is_signature_source(file) && valid_module_name(file.stem().string()))
         files.push_back(file);
     }
     std::sort(files.begin(), files.end());
@@ -271,6 +312,10 @@ ModuleListing scan_modules() {
       if (p.kind == Probe::kSkipped) skipped.push_back({file.string(), std::move(p.reason)});
     }
   }
+  // A name passed over as one file but present as the other is a module.
+  std::erase_if(skipped, [&](const SkippedFile& f) {
+    return names.contains(fs::path(f.path).stem().string());
+  });
   return {{names.begin(), names.end()}, std::move(skipped)};
 }
 

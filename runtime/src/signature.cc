@@ -15,10 +15,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 
 namespace sparkrt {
 namespace {
@@ -478,6 +481,91 @@ std::string param_type_name(ParamType type, uint32_t size) {
 
 absl::StatusOr<std::vector<KernelSignature>> parse_ptx_signatures(std::string_view ptx) {
   return Parser(ptx).run();
+}
+
+namespace {
+
+uint32_t scalar_size(ParamType type) {
+  for (const auto& t : kScalarTypes)
+    if (t.type == type) return t.size;
+  return 0;
+}
+
+// The directives as the signature file spells them, one per line.
+std::string directives_text(const EntryDirectives& d) {
+  std::string out;
+  for (const auto& [name, dims] : {std::pair{".reqntid", d.reqntid}, {".maxntid", d.maxntid},
+                                   {".reqnctapercluster", d.reqnctapercluster}})
+    if (dims.x != 0) absl::StrAppendFormat(&out, "%s %d, %d, %d\n", name, dims.x, dims.y, dims.z);
+  for (const auto& [name, value] :
+       {std::pair{".minnctapersm", d.minnctapersm}, {".maxnreg", d.maxnreg},
+        {".maxclusterrank", d.maxclusterrank}})
+    if (value != 0) absl::StrAppendFormat(&out, "%s %d\n", name, value);
+  if (d.explicitcluster) out += ".explicitcluster\n";
+  return out;
+}
+
+std::string param_text(const Param& p) {
+  return absl::StrFormat("%s %s (%d bytes, aligned to %d) at offset %d", p.name,
+                         param_type_name(p.type, p.size), p.size, p.align, p.offset);
+}
+
+}  // namespace
+
+std::string format_signature_file(std::span<const KernelSignature> signatures) {
+  std::string out;
+  for (const KernelSignature& sig : signatures) {
+    absl::StrAppendFormat(&out, "%s.visible .entry %s(", out.empty() ? "" : "\n", sig.entry);
+    for (size_t i = 0; i < sig.params.size(); ++i) {
+      const Param& p = sig.params[i];
+      absl::StrAppendFormat(&out, "%s\n\t.param ", i ? "," : "");
+      if (p.type == ParamType::kBytes) {
+        absl::StrAppendFormat(&out, ".align %d .b8 %s[%d]", p.align, p.name, p.size);
+        continue;
+      }
+      if (p.align != scalar_size(p.type)) absl::StrAppendFormat(&out, ".align %d ", p.align);
+      absl::StrAppendFormat(&out, "%s %s", param_type_name(p.type, p.size), p.name);
+    }
+    absl::StrAppendFormat(&out, "\n)\n%s{\n}\n", directives_text(sig.directives));
+  }
+  return out;
+}
+
+std::string signature_difference(std::span<const KernelSignature> a, std::string_view a_name,
+                                 std::span<const KernelSignature> b, std::string_view b_name) {
+  const auto find = [](std::span<const KernelSignature> list, const std::string& entry) {
+    for (const KernelSignature& s : list)
+      if (s.entry == entry) return &s;
+    return static_cast<const KernelSignature*>(nullptr);
+  };
+  for (const auto& [list, name, other, other_name] :
+       {std::tuple{a, a_name, b, b_name}, std::tuple{b, b_name, a, a_name}}) {
+    for (const KernelSignature& s : list)
+      if (find(other, s.entry) == nullptr)
+        return absl::StrFormat("entry %s is in %s but not in %s", s.entry, name, other_name);
+  }
+  for (const KernelSignature& x : a) {
+    const KernelSignature& y = *find(b, x.entry);
+    const size_t n = std::min(x.params.size(), y.params.size());
+    for (size_t i = 0; i < n; ++i) {
+      const Param& p = x.params[i];
+      const Param& q = y.params[i];
+      if (p.name != q.name || p.type != q.type || p.size != q.size || p.align != q.align ||
+          p.offset != q.offset)
+        return absl::StrFormat("entry %s: parameter #%d is %s in %s but %s in %s", x.entry, i,
+                               param_text(p), a_name, param_text(q), b_name);
+    }
+    if (x.params.size() != y.params.size())
+      return absl::StrFormat("entry %s has %d parameters in %s but %d in %s", x.entry,
+                             x.params.size(), a_name, y.params.size(), b_name);
+    if (directives_text(x.directives) != directives_text(y.directives))
+      return absl::StrFormat("entry %s: the directives are '%s' in %s but '%s' in %s", x.entry,
+                             absl::StrReplaceAll(directives_text(x.directives), {{"\n", " "}}),
+                             a_name,
+                             absl::StrReplaceAll(directives_text(y.directives), {{"\n", " "}}),
+                             b_name);
+  }
+  return {};
 }
 
 }  // namespace sparkrt

@@ -34,7 +34,7 @@ TEST_CASE("device properties are complete") {
   CHECK(p.max_grid_dim.x >= 65535);
   CHECK(p.max_shared_memory_per_block > 0);
   CHECK(p.max_shared_memory_per_block_optin >= p.max_shared_memory_per_block);
-  CHECK((p.accepts_ptx || p.accepts_cubin));
+  CHECK((p.accepts_ptx || p.accepts_cubin || p.accepts_spirv || p.accepts_signatures));
   if (p.compute_capability_major > 0) {
     CHECK(p.architecture == "sm_" + std::to_string(p.compute_capability_major) +
                                 std::to_string(p.compute_capability_minor));

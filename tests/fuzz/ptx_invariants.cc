@@ -176,42 +176,6 @@ void check_same(const Signatures& a, const Signatures& b, std::string_view what)
   }
 }
 
-// The signatures as PTX in the plainest spelling: every aggregate as
-// `.align A .b8 name[N]`, `.align` on a scalar only where it differs from the
-// type's width. Nullopt when a parameter has no such spelling.
-std::optional<std::string> write_ptx(const Signatures& sigs) {
-  std::string out = ".version 8.0\n.target sm_80\n.address_size 64\n";
-  for (const KernelSignature& sig : sigs) {
-    absl::StrAppendFormat(&out, "\n.visible .entry %s(", sig.entry);
-    for (size_t i = 0; i < sig.params.size(); ++i) {
-      const Param& p = sig.params[i];
-      absl::StrAppendFormat(&out, "%s\n\t.param ", i ? "," : "");
-      if (p.type == ParamType::kBytes) {
-        absl::StrAppendFormat(&out, ".align %d .b8 %s[%d]", p.align, p.name, p.size);
-        continue;
-      }
-      const std::string type = param_type_name(p.type, p.size);
-      const uint32_t width = scalar_width(type);
-      if (width == 0 || p.size % width != 0) return std::nullopt;
-      if (p.align != width) absl::StrAppendFormat(&out, ".align %d ", p.align);
-      absl::StrAppendFormat(&out, "%s %s", type, p.name);
-      if (p.size != width) absl::StrAppendFormat(&out, "[%d]", p.size / width);
-    }
-    out += "\n)\n";
-    const EntryDirectives& d = sig.directives;
-    for (const auto& [name, dims] : {std::pair{".reqntid", d.reqntid}, {".maxntid", d.maxntid},
-                                     {".reqnctapercluster", d.reqnctapercluster}})
-      if (dims.x != 0) absl::StrAppendFormat(&out, "%s %d, %d, %d\n", name, dims.x, dims.y, dims.z);
-    for (const auto& [name, value] :
-         {std::pair{".minnctapersm", d.minnctapersm}, {".maxnreg", d.maxnreg},
-          {".maxclusterrank", d.maxclusterrank}})
-      if (value != 0) absl::StrAppendFormat(&out, "%s %d\n", name, value);
-    if (d.explicitcluster) out += ".explicitcluster\n";
-    out += "{\n\tret;\n}\n";
-  }
-  return out;
-}
-
 }  // namespace
 
 void check_ptx_signatures(std::string_view ptx) {
@@ -227,13 +191,15 @@ void check_ptx_signatures(std::string_view ptx) {
   check_signatures(*first);
   check_same(*first, *again, "two parses of one input differ");
 
-  const std::optional<std::string> written = write_ptx(*first);
-  if (!written) return;
-  const absl::StatusOr<Signatures> reread = parse_ptx_signatures(*written);
+  const std::string written = format_signature_file(*first);
+  const absl::StatusOr<Signatures> reread = parse_ptx_signatures(written);
   if (!reread.ok())
-    violated(absl::StrFormat("the signatures written back as PTX do not parse: %s\n%s",
-                             reread.status().ToString(), *written));
-  check_same(*first, *reread, "the signatures written back as PTX parse differently");
+    violated(absl::StrFormat("the signatures written as a signature file do not parse: %s\n%s",
+                             reread.status().ToString(), written));
+  check_same(*first, *reread, "the signatures written as a signature file parse differently");
+  if (const std::string diff = signature_difference(*first, "the input", *reread, "the file");
+      !diff.empty())
+    violated("signature_difference finds a difference check_same does not: " + diff);
 }
 
 }  // namespace sparkrt::fuzz

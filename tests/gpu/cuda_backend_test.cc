@@ -157,7 +157,7 @@ TEST_CASE("the PTX signature is cross-checked with the driver") {
   Plugin plugin;
   auto image = find_module("vector_ops", "");
   REQUIRE(image.ok());
-  auto m = plugin.load("vector_ops", SPARKRT_IMAGE_PTX, image->ptx);
+  auto m = plugin.load("vector_ops", SPARKRT_IMAGE_PTX, *image->ptx);
   REQUIRE_MESSAGE(m.ok(), std::string(m.status().ToString()));
   CHECK(plugin.kernel(*m, "vector_add_f32", kVectorAddParams).ok());
 
@@ -213,7 +213,7 @@ TEST_CASE("launches the runtime would refuse fail in the plugin with kernel and 
   Plugin plugin;
   auto image = find_module("vector_ops", "");
   REQUIRE(image.ok());
-  auto m = plugin.load("vector_ops", SPARKRT_IMAGE_PTX, image->ptx);
+  auto m = plugin.load("vector_ops", SPARKRT_IMAGE_PTX, *image->ptx);
   REQUIRE(m.ok());
   auto k = plugin.kernel(*m, "vector_add_f32", kVectorAddParams);
   REQUIRE(k.ok());

@@ -159,11 +159,21 @@ TEST_CASE("mock ABI: an entry the module lacks is NotFound listing its entries")
                "twin_maybe_rope_f32, twin_sdpa_gate_f32"});
 }
 
-TEST_CASE("mock ABI: only PTX images load") {
+TEST_CASE("mock ABI: only PTX and signature images load") {
   Plugin p;
   const std::string elf = "\x7f" "ELF not really";
   p.load(elf, SPARKRT_IMAGE_CUBIN);
-  check_error(p.last, StatusCode::kInvalidArgument, {"twin_contract", "accepts PTX images only"});
+  check_error(p.last, StatusCode::kInvalidArgument,
+              {"twin_contract", "neither PTX nor signatures"});
+  p.load("\x03\x02\x23\x07", SPARKRT_IMAGE_SPIRV);
+  check_error(p.last, StatusCode::kInvalidArgument, {"neither PTX nor signatures"});
+  // A signature file is read like PTX: its entries resolve.
+  SparkrtModule* sig = p.load(".visible .entry from_sig(.param .u32 n)\n{\n}\n",
+                              SPARKRT_IMAGE_SIGNATURES);
+  REQUIRE_OK(p.last);
+  const SparkrtParamInfo n{0, 4, 4};
+  p.kernel(sig, "from_sig", {n});
+  REQUIRE_OK(p.last);
   p.load("", SPARKRT_IMAGE_PTX);
   check_error(p.last, StatusCode::kInvalidArgument, {"empty PTX image"});
   // A PTX module without entries is valid and has nothing to resolve.

@@ -39,13 +39,15 @@ struct alignas(8) Blob {
 
 }  // namespace
 
-TEST_CASE("mock device: properties are plausible and PTX only") {
+TEST_CASE("mock device: properties are plausible, PTX and signature images only") {
   auto dev = open_mock();
   const auto& p = dev->properties();
   CHECK(p.name == "sparkrt mock device");
   CHECK(p.architecture.empty());
   CHECK(p.accepts_ptx);
+  CHECK(p.accepts_signatures);
   CHECK_FALSE(p.accepts_cubin);
+  CHECK_FALSE(p.accepts_spirv);
   CHECK(p.max_threads_per_block == 1024);
   CHECK(p.max_block_dim == Dim3{1024, 1024, 64});
   CHECK(p.max_grid_dim == Dim3{2147483647u, 65535, 65535});

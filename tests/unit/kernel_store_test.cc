@@ -14,6 +14,7 @@
 
 #include "slow_backend.h"
 #include "sparkrt/device.h"
+#include "sparkrt/kernel_launch.h"
 #include "sparkrt/kernel_store.h"
 
 namespace fs = std::filesystem;
@@ -92,7 +93,11 @@ TEST_CASE("kernel store: built modules are embedded and listed") {
   CHECK(std::find(modules.begin(), modules.end(), "vector_ops") != modules.end());
   auto image = sparkrt::find_module("vector_ops", "sm_90");
   REQUIRE(image.ok());
-  CHECK(image->ptx.find(".entry vector_add_f32") != std::string::npos);
+  REQUIRE(image->signatures.has_value());  // kernels/signatures/vector_ops.sig
+  CHECK(image->signatures->find(".entry vector_add_f32") != std::string::npos);
+  CHECK_FALSE(image->spirv.empty());  // kernels/spirv/vector_ops/
+  REQUIRE(image->ptx.has_value());
+  CHECK(image->ptx->find(".entry vector_add_f32") != std::string::npos);
   CHECK_FALSE(image->cubin.empty());  // the build makes sm_90 cubins
   CHECK(image->cubin_arch == "sm_90");
   CHECK(image->cubin.compare(0, 4, "\x7f" "ELF") == 0);
@@ -113,7 +118,9 @@ TEST_CASE("kernel store: SPARKRT_KERNEL_PATH comes first, in order") {
   auto overridden = sparkrt::find_module("vector_ops", "");
   REQUIRE(overridden.ok());
   CHECK(overridden->origin == b.string());
-  CHECK(overridden->ptx.find("from_b") != std::string::npos);
+  REQUIRE(overridden->ptx.has_value());
+  CHECK(overridden->ptx->find("from_b") != std::string::npos);
+  CHECK_FALSE(overridden->signatures.has_value());
   auto only_a = sparkrt::find_module("only_a", "");
   REQUIRE(only_a.ok());
   CHECK(only_a->origin == a.string());
@@ -163,6 +170,45 @@ TEST_CASE("device kernel lookup: missing entry lists the module's entries") {
   CHECK(&ok1->signature() == &ok2->signature());  // cached: one record per kernel
   CHECK(ok1->module() == "vector_ops");
   CHECK(ok1->entry() == "fill_u32");
+}
+
+TEST_CASE("device kernel lookup: a module with only a signature file runs on the mock") {
+  fs::path dir = temp_folder("kpath_sig");
+  write(dir / "sig_only.sig", ".visible .entry k(\n\t.param .u64 p,\n\t.param .u32 n\n)\n{\n}\n");
+  KernelPathScope scope(dir.string());
+  auto image = sparkrt::find_module("sig_only", "sm_90");
+  REQUIRE(image.ok());
+  CHECK(image->signatures.has_value());
+  CHECK_FALSE(image->ptx.has_value());
+  auto modules = sparkrt::list_modules();
+  CHECK(std::find(modules.begin(), modules.end(), "sig_only") != modules.end());
+  auto dev = sparkrt::Device::open({.backend = "mock"});
+  REQUIRE(dev.ok());
+  auto k = (*dev)->kernel("sig_only", "k");
+  REQUIRE_MESSAGE(k.ok(), k.status().ToString());
+  REQUIRE(k->signature().params.size() == 2);
+  CHECK(k->signature().params[1].offset == 8);
+  CHECK(sparkrt::KernelLaunch(**dev, *k).grid({1}).block({32}).arg(sparkrt::DevicePtr(0)).arg(3u)
+            .launch()
+            .ok());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("device kernel lookup: a signature file that disagrees with its PTX is refused") {
+  fs::path dir = temp_folder("kpath_both");
+  write(dir / "both.sig", ".visible .entry k(\n\t.param .u64 p\n)\n{\n}\n");
+  write(dir / "both.ptx", ".visible .entry k(.param .u32 p) { ret; }\n");
+  KernelPathScope scope(dir.string());
+  auto dev = sparkrt::Device::open({.backend = "mock"});
+  REQUIRE(dev.ok());
+  auto k = (*dev)->kernel("both", "k");
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.status().code() == absl::StatusCode::kFailedPrecondition);
+  const std::string msg(k.status().message());
+  CHECK(msg.find("both.sig and both.ptx disagree") != std::string::npos);
+  CHECK(msg.find("parameter #0") != std::string::npos);
+  CHECK(msg.find("sparkrt signatures both.ptx > both.sig") != std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("device kernel lookup: malformed PTX on the path is an error naming the module") {

@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define SPARKRT_ABI_MAJOR 1
-#define SPARKRT_ABI_MINOR 0
+#define SPARKRT_ABI_MINOR 1
 
 /* Name of the one symbol a plugin exports. */
 #define SPARKRT_PLUGIN_ENTRY_SYMBOL "sparkrt_plugin_api"
@@ -100,9 +100,16 @@ typedef enum SparkrtArgKind {
   SPARKRT_ARG_BYTES = 8  /* trivially copyable struct */
 } SparkrtArgKind;
 
+/* The runtime offers a module in the first of these that the device accepts
+ * and the module has: cubin, PTX, SPIR-V, signatures. */
 typedef enum SparkrtImageFormat {
   SPARKRT_IMAGE_PTX = 1,   /* NUL-terminated PTX text */
-  SPARKRT_IMAGE_CUBIN = 2  /* ELF for the device's architecture */
+  SPARKRT_IMAGE_CUBIN = 2, /* ELF for the device's architecture */
+  SPARKRT_IMAGE_SPIRV = 3, /* SPIR-V module, one entry point per kernel (ABI 1.1) */
+  /* The module's signature file (NUL-terminated text: the PTX .entry
+   * declarations with empty bodies), for devices that run no device code of
+   * their own, such as a recording or a reference backend (ABI 1.1). */
+  SPARKRT_IMAGE_SIGNATURES = 4
 } SparkrtImageFormat;
 
 typedef enum SparkrtCopyKind {
@@ -179,7 +186,7 @@ typedef struct SparkrtModuleLoadArgs {
   const char* name; /* module name, for messages */
   SparkrtImageFormat format;
   const void* image;
-  size_t image_size; /* bytes, without a trailing NUL for PTX */
+  size_t image_size; /* bytes, without the trailing NUL of text formats */
   SparkrtModule* module; /* out */
 } SparkrtModuleLoadArgs;
 #define SPARKRT_MODULE_LOAD_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtModuleLoadArgs, module)
@@ -190,17 +197,18 @@ typedef struct SparkrtModuleUnloadArgs {
 } SparkrtModuleUnloadArgs;
 #define SPARKRT_MODULE_UNLOAD_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtModuleUnloadArgs, module)
 
-/* One parameter of a kernel as the PTX declares it. */
+/* One parameter of a kernel as its signature declares it. */
 typedef struct SparkrtParamInfo {
   uint32_t offset; /* bytes into the packed parameter buffer */
   uint32_t size;
   uint32_t align;
 } SparkrtParamInfo;
 
-/* The runtime parses the module's PTX and passes the entry's signature so
- * that backends without a native loader (mock, cpu) know the layout and
- * backends with one can cross-check it. (runtime) An entry or module that the
- * PTX does not have is NOT_FOUND without reaching the plugin. */
+/* The runtime parses the module's signatures (its .sig or PTX) and passes the
+ * entry's, so that backends without a native loader (mock, cpu) know the
+ * layout and backends with one can cross-check it. (runtime) An entry or
+ * module that the signatures do not have is NOT_FOUND without reaching the
+ * plugin. */
 typedef struct SparkrtKernelGetArgs {
   size_t struct_size;
   SparkrtModule* module;

@@ -49,8 +49,11 @@ struct DeviceProperties {
   uint32_t max_shared_memory_per_block_optin = 0;
   uint32_t compute_capability_major = 0;
   uint32_t compute_capability_minor = 0;
+  // The module images the device takes (SparkrtImageFormat).
   bool accepts_ptx = false;
   bool accepts_cubin = false;
+  bool accepts_spirv = false;
+  bool accepts_signatures = false;  // runs no device code: takes the signature file
 };
 
 struct OpenOptions {

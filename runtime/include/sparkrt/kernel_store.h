@@ -1,5 +1,8 @@
-// Kernel modules by name. A module `m` is the file `m.ptx` (always present,
-// the source of the signatures) plus optional `m.<arch>.cubin` images.
+// Kernel modules by name. A module `m` is a folder's `m.sig` (a signature
+// file: the `.entry` declarations of its PTX, docs/kernels.md) and/or `m.ptx`,
+// which give the entries' signatures, plus the device images beside them:
+// `m.ptx` itself, `m.<arch>.cubin` and `m.spv` (SPIR-V). Where both `m.sig` and
+// `m.ptx` are present they must declare the same signatures.
 //
 // Search order for a module, first hit wins:
 //   1. each folder of SPARKRT_KERNEL_PATH (':'-separated), in order;
@@ -15,11 +18,13 @@
 #define SPARKRT_KERNEL_STORE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sparkrt/signature.h"
 
 namespace sparkrt {
 
@@ -36,11 +41,19 @@ struct SkippedFile {
 struct ModuleImage {
   std::string module;
   std::string origin;     // the folder it came from, or "embedded"
-  std::string ptx;        // PTX text
+  std::optional<std::string> signatures;  // the text of m.sig
+  std::optional<std::string> ptx;         // PTX text
   std::string cubin;      // cubin for the requested architecture; empty if none
   std::string cubin_arch; // e.g. "sm_90" when cubin is set
+  std::string spirv;      // SPIR-V module (m.spv); empty if none
   std::vector<SkippedFile> skipped;  // passed over on the way, in search order
 };
+
+// The entries' signatures of a found module: from m.sig where present (checked
+// to agree with m.ptx when that is present too), else from m.ptx.
+// InvalidArgument names the file and line of malformed text;
+// FailedPrecondition names the first difference between the two files.
+absl::StatusOr<std::vector<KernelSignature>> module_signatures(const ModuleImage& image);
 
 // Where modules are looked for, in order ("embedded" last).
 std::vector<std::string> kernel_search_path();
@@ -52,10 +65,11 @@ absl::StatusOr<ModuleImage> find_module(std::string_view module, std::string_vie
 
 struct ModuleListing {
   std::vector<std::string> modules;  // names with a regular file, sorted, unique
-  std::vector<SkippedFile> skipped;  // `<m>.ptx` names that are not modules, in search order
+  std::vector<SkippedFile> skipped;  // `<m>.sig`, `<m>.ptx` names that are not modules, in search order
 };
 
-// Every `<m>.ptx` visible through the search path (without reading any).
+// Every `<m>.sig` and `<m>.ptx` visible through the search path (without
+// reading any).
 ModuleListing scan_modules();
 
 // scan_modules().modules.

@@ -5,6 +5,7 @@
 #define SPARKRT_SIGNATURE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,20 @@ struct KernelSignature {
 // hostile text yields InvalidArgument naming the line, never a crash. A module
 // with no entries is valid (returns an empty list).
 absl::StatusOr<std::vector<KernelSignature>> parse_ptx_signatures(std::string_view ptx);
+
+// `signatures` as a signature file (`<module>.sig`, docs/kernels.md): their
+// PTX `.entry` declarations with empty bodies, one canonical spelling (every
+// array `.align A .b8 name[N]`, an `.align` on a scalar only where it is not
+// the scalar's width). parse_ptx_signatures() of the text gives the same
+// signatures back, so a module needs no PTX for its launches to be checked.
+std::string format_signature_file(std::span<const KernelSignature> signatures);
+
+// The first difference between two parses of one module's signatures, for a
+// message ("entry fill_u32: parameter #1 is .u32 at offset 8 in a.sig but .u64
+// at offset 8 in a.ptx"); empty when they agree in every entry, parameter
+// (name, type, size, alignment, offset) and directive.
+std::string signature_difference(std::span<const KernelSignature> a, std::string_view a_name,
+                                 std::span<const KernelSignature> b, std::string_view b_name);
 
 }  // namespace sparkrt
 

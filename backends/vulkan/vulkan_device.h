@@ -1,0 +1,209 @@
+// One Vulkan device (README.md): memory as buffers with device addresses,
+// streams as timeline semaphores with batched command buffers, events as
+// timestamps, kernels as compute pipelines from SPIR-V.
+#ifndef SPARKRT_BACKENDS_VULKAN_VULKAN_DEVICE_H_
+#define SPARKRT_BACKENDS_VULKAN_VULKAN_DEVICE_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "sparkrt/plugin_sdk.h"
+#include "sparkrt/sdk/graph_recorder.h"
+#include "sparkrt/sdk/spirv_reflect.h"
+#include "vulkan_api.h"
+
+namespace sparkrt::vulkan {
+
+class VulkanDevice;
+
+// A pipeline per launch shape: block x, y, z and dynamic shared memory bytes.
+using PipelineKey = std::array<uint32_t, 4>;
+
+class VulkanKernel final : public sdk::Kernel {
+ public:
+  VulkanKernel(VulkanDevice& device, std::string qualified_name, VkShaderModule shader,
+               const sdk::spirv::EntryPoint& entry, bool block_from_spec, bool has_shared_spec,
+               VkPipelineLayout layout, uint32_t push_constant_bytes);
+  ~VulkanKernel() override;
+
+  // The pipeline for this launch shape, created on first use.
+  absl::StatusOr<VkPipeline> pipeline(const std::array<uint32_t, 3>& block, uint32_t shared_bytes);
+
+  const std::string qualified;  // "module.entry"
+  const VkPipelineLayout layout;
+  const uint32_t push_constant_bytes;  // the push-constant range, a multiple of 4
+
+ private:
+  VulkanDevice& device_;
+  VkShaderModule shader_;
+  std::string entry_name_;
+  std::array<uint32_t, 3> local_size_;
+  bool block_from_spec_;
+  bool has_shared_spec_;
+  std::mutex mu_;
+  std::map<PipelineKey, VkPipeline> pipelines_;
+};
+
+class VulkanModule final : public sdk::Module {
+ public:
+  VulkanModule(VulkanDevice& device, std::string name, VkShaderModule shader,
+               sdk::spirv::Module reflection);
+  ~VulkanModule() override;
+  absl::StatusOr<sdk::Kernel*> get_kernel(std::string_view entry,
+                                          std::span<const SparkrtParamInfo> params) override;
+
+ private:
+  VulkanDevice& device_;
+  std::string name_;
+  VkShaderModule shader_;
+  sdk::spirv::Module reflection_;
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<VulkanKernel>> kernels_;
+};
+
+class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
+ public:
+  // Opens physical device `index` of `instance` (which outlives the device).
+  static absl::StatusOr<std::unique_ptr<VulkanDevice>> open(const Instance& instance, int index);
+  ~VulkanDevice() override;
+
+  absl::Status properties(SparkrtDeviceProperties& out) override;
+  absl::StatusOr<std::unique_ptr<sdk::Module>> load_module(
+      std::string_view name, SparkrtImageFormat format, std::span<const std::byte> image) override;
+
+  absl::StatusOr<SparkrtDevicePtr> alloc(uint64_t bytes) override;
+  absl::Status free(SparkrtDevicePtr ptr) override;
+  absl::StatusOr<void*> host_alloc(uint64_t bytes) override;
+  absl::Status host_free(void* ptr) override;
+  absl::Status memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes, SparkrtStream stream,
+                      bool blocking) override;
+  absl::Status memcpy(const SparkrtMemcpyArgs& copy) override;
+
+  absl::StatusOr<SparkrtStream> create_stream() override;
+  absl::Status destroy_stream(SparkrtStream stream) override;
+  absl::Status synchronize(SparkrtStream stream) override;
+
+  absl::StatusOr<SparkrtEvent> create_event() override;
+  absl::Status destroy_event(SparkrtEvent event) override;
+  absl::Status record_event(SparkrtEvent event, SparkrtStream stream) override;
+  absl::Status synchronize_event(SparkrtEvent event) override;
+  absl::Status wait_event(SparkrtStream stream, SparkrtEvent event) override;
+  absl::StatusOr<float> elapsed_ms(SparkrtEvent start, SparkrtEvent end) override;
+
+  absl::Status launch(const sdk::Launch& launch) override;
+
+  sdk::GraphRecorder& graphs() override { return graphs_; }
+  absl::Status check_stream(SparkrtStream stream) override;
+
+  const DeviceFunctions& vk() const { return vk_; }
+  VkDevice handle() const { return device_; }
+  uint32_t push_constant_limit() const { return props_.limits.maxPushConstantsSize; }
+
+ private:
+  struct Allocation {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    uint64_t bytes = 0;         // what was asked for
+    uint64_t offset = 0;        // of the returned address within the buffer
+    std::byte* mapped = nullptr;  // the returned address's bytes, where host-visible
+  };
+  // A resolved device range: the allocation's buffer and the offset in it.
+  struct Range {
+    const Allocation* allocation;
+    uint64_t offset;
+  };
+  struct Stream;
+  struct Event {
+    uint32_t query = 0;  // timestamp slot
+    std::shared_ptr<Stream> stream;  // recorded on; null until recorded
+    uint64_t value = 0;              // the stream's timeline value that completes it
+  };
+  struct PinnedBuffer {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    uint64_t bytes = 0;
+  };
+  struct Staging {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    std::byte* mapped = nullptr;
+    uint64_t bytes = 0;
+  };
+
+  VulkanDevice(const Instance& instance, VkPhysicalDevice physical);
+  absl::Status init(int index);
+
+  // All of these require mu_.
+  absl::StatusOr<Range> resolve(SparkrtDevicePtr ptr, uint64_t bytes, const char* what) const;
+  const PinnedBuffer* pinned_containing(const void* host, uint64_t bytes, uint64_t& offset) const;
+  absl::StatusOr<std::shared_ptr<Stream>> stream_of(SparkrtStream stream) const;
+  absl::Status check_event(SparkrtEvent event) const;
+  // The open command buffer of `s`, begun, with a barrier after any command
+  // already in it, so that each command sees what the ones before wrote.
+  absl::StatusOr<VkCommandBuffer> record(Stream& s);
+  // Ends and submits the open batch of `s`, if any.
+  absl::Status submit(Stream& s);
+  // After a command: submits when the stream's queue has run dry (so the GPU
+  // never idles behind the host) or the batch is full.
+  absl::Status command_recorded(Stream& s);
+  // Frees the command buffers of batches the GPU has finished.
+  void retire(Stream& s);
+  absl::Status fill(Stream& s, SparkrtDevicePtr dst, Range range, uint8_t value, uint64_t bytes);
+
+  // Waits, without mu_, until `s` reaches `value`.
+  absl::Status wait(const std::shared_ptr<Stream>& s, uint64_t value);
+  // Submits what `stream` holds and waits for all of it (mu_ held on entry
+  // and on return, released while waiting).
+  absl::Status drain(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Stream>& s);
+  // A copy with host memory that is not pinned: done now, through the
+  // mapped memory or the staging buffer, after the stream's earlier work.
+  absl::Status copy_through_host(std::unique_lock<std::mutex>& lock, const SparkrtMemcpyArgs& c,
+                                 const std::shared_ptr<Stream>& s);
+
+  absl::StatusOr<uint32_t> memory_type(uint32_t type_bits, bool host) const;
+  absl::Status make_buffer(uint64_t bytes, VkBufferUsageFlags usage, bool host, VkBuffer& buffer,
+                           VkDeviceMemory& memory, bool device_address,
+                           VkMemoryPropertyFlags* flags = nullptr);
+  absl::StatusOr<uint32_t> take_query_slot();
+
+  const Instance& instance_;
+  VkPhysicalDevice physical_;
+  VkPhysicalDeviceProperties props_{};
+  VkPhysicalDeviceMemoryProperties memory_props_{};
+  uint32_t subgroup_size_ = 0;
+  uint32_t multiprocessors_ = 1;
+  uint32_t queue_family_ = 0;
+  uint32_t timestamp_bits_ = 0;
+  VkDevice device_ = VK_NULL_HANDLE;
+  DeviceFunctions vk_{};
+  VkQueue queue_ = VK_NULL_HANDLE;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  std::vector<VkCommandBuffer> free_cmds_;  // begun anew when taken (requires mu_)
+  std::vector<VkQueryPool> query_pools_;
+  std::vector<uint32_t> free_queries_;
+  uint32_t queries_made_ = 0;
+  uint64_t max_allocation_ = 0;
+  std::unique_ptr<VulkanModule> builtin_;  // the backend's own fill_bytes kernel
+  VulkanKernel* fill_bytes_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::map<uint64_t, Allocation> allocations_;  // by returned address
+  std::map<uintptr_t, PinnedBuffer> pinned_;    // by host address
+  absl::flat_hash_map<SparkrtStream, std::shared_ptr<Stream>> streams_;
+  SparkrtStream next_stream_ = 1;
+  absl::flat_hash_map<SparkrtEvent, Event> events_;
+  SparkrtEvent next_event_ = 1;
+  std::mutex staging_mu_;  // taken before mu_
+  Staging staging_;
+  sdk::GraphRecorder graphs_;
+};
+
+}  // namespace sparkrt::vulkan
+
+#endif  // SPARKRT_BACKENDS_VULKAN_VULKAN_DEVICE_H_
