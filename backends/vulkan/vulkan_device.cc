@@ -418,16 +418,21 @@ absl::Status VulkanDevice::free(SparkrtDevicePtr ptr) {
   allocations_.erase(it);
   // Work already queued may still use it: wait for every stream, as
   // cuMemFree does.
+  absl::Status status = wait_all(lock);
+  vk_.vkDestroyBuffer(device_, a.buffer, nullptr);
+  vk_.vkFreeMemory(device_, a.memory, nullptr);
+  return status;
+}
+
+absl::Status VulkanDevice::wait_all(std::unique_lock<std::mutex>& lock) {
   std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> pending;
+  absl::Status status;
   for (auto& [handle, s] : streams_) {
-    if (auto st = submit(*s); !st.ok()) return st;
+    status.Update(submit(*s));
     pending.emplace_back(s, s->submitted);
   }
   lock.unlock();
-  absl::Status status;
   for (auto& [s, value] : pending) status.Update(wait(s, value));
-  vk_.vkDestroyBuffer(device_, a.buffer, nullptr);
-  vk_.vkFreeMemory(device_, a.memory, nullptr);
   return status;
 }
 
@@ -459,14 +464,7 @@ absl::Status VulkanDevice::host_free(void* ptr) {
   }
   const PinnedBuffer p = it->second;
   pinned_.erase(it);
-  std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> pending;
-  for (auto& [handle, s] : streams_) {
-    if (auto st = submit(*s); !st.ok()) return st;
-    pending.emplace_back(s, s->submitted);
-  }
-  lock.unlock();
-  absl::Status status;
-  for (auto& [s, value] : pending) status.Update(wait(s, value));
+  absl::Status status = wait_all(lock);
   vk_.vkDestroyBuffer(device_, p.buffer, nullptr);
   vk_.vkFreeMemory(device_, p.memory, nullptr);
   return status;

@@ -156,6 +156,9 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   void retire(Stream& s);
   absl::Status fill(Stream& s, SparkrtDevicePtr dst, Range range, uint8_t value, uint64_t bytes);
 
+  // Submits every stream's work and waits for all of it; returns with mu_
+  // released (the caller's memory is no longer in the maps).
+  absl::Status wait_all(std::unique_lock<std::mutex>& lock);
   // Waits, without mu_, until `s` reaches `value`.
   absl::Status wait(const std::shared_ptr<Stream>& s, uint64_t value);
   // Submits what `stream` holds and waits for all of it (mu_ held on entry
