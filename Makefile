@@ -90,11 +90,13 @@ demo: configure
 	$(DEMO_ENV) $(BUILD)/bin/sparkrt demo
 
 # Benchmarks are left out: timings under the sanitizers mean nothing.
+# tests/lsan.supp names what is suppressed and why.
 sanitize: deps
 	cmake -G Ninja -S . -B $(SANITIZE_BUILD) -DSPARKRT_SANITIZE=ON \
 	  -DSPARKRT_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug $(CMAKE_ARGS)
 	ninja -C $(SANITIZE_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(CTEST) --test-dir $(SANITIZE_BUILD)
 
