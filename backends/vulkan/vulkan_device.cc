@@ -23,6 +23,10 @@ constexpr uint32_t kQueriesPerPool = 64;
 constexpr uint64_t kStagingBytes = uint64_t{32} << 20;
 constexpr uint32_t kFillBlock = 64;
 constexpr uint64_t kWaitSliceNs = 1'000'000'000;
+// A stream's argument ring (parameters too large for push constants): its
+// size, and the alignment of each launch's copy (a cache line).
+constexpr uint64_t kArgumentRingBytes = uint64_t{256} << 10;
+constexpr uint64_t kArgumentAlign = 64;
 
 constexpr VkAccessFlags kWrites = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
 constexpr VkAccessFlags kReadsWrites = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -54,9 +58,28 @@ struct VulkanDevice::Stream {
     VkCommandBuffer cmd;
     std::vector<std::shared_ptr<Stream>> holds;  // streams whose semaphores it waits on
   };
+  // Parameters passed through an argument buffer, copied at each launch
+  // into host-visible memory the GPU reads: a ring, made at the stream's
+  // first such launch, whose bytes come free as the batches using them
+  // complete (`marks`, in submission order).
+  struct ArgumentRing {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    std::byte* mapped = nullptr;
+    uint64_t address = 0;
+    uint64_t head = 0;  // where the next copy goes
+    uint64_t used = 0;  // bytes not yet free, the skipped tail of a wrap included
+    struct Mark {
+      uint64_t value;  // the batch's timeline value
+      uint64_t bytes;
+    };
+    std::deque<Mark> marks;
+  };
   Stream(const DeviceFunctions& functions, VkDevice dev) : vk(functions), device(dev) {}
   ~Stream() {
     if (timeline != VK_NULL_HANDLE) vk.vkDestroySemaphore(device, timeline, nullptr);
+    if (arguments.buffer != VK_NULL_HANDLE) vk.vkDestroyBuffer(device, arguments.buffer, nullptr);
+    if (arguments.memory != VK_NULL_HANDLE) vk.vkFreeMemory(device, arguments.memory, nullptr);
   }
   const DeviceFunctions& vk;
   VkDevice device;
@@ -67,6 +90,7 @@ struct VulkanDevice::Stream {
   std::vector<std::pair<VkSemaphore, uint64_t>> waits;  // of the next batch
   std::vector<std::shared_ptr<Stream>> wait_holds;
   std::deque<InFlight> in_flight;
+  ArgumentRing arguments;
 };
 
 VulkanDevice::VulkanDevice(const Instance& instance, VkPhysicalDevice physical)
@@ -136,6 +160,7 @@ absl::Status VulkanDevice::init(int index) {
   require(f12.timelineSemaphore, "timelineSemaphore");
   require(f12.scalarBlockLayout, "scalarBlockLayout");
   require(f12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+  require(f11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
   require(features.features.shaderInt64, "shaderInt64");
   if (!missing.empty()) {
     std::string list;
@@ -153,7 +178,9 @@ absl::Status VulkanDevice::init(int index) {
   e12.uniformAndStorageBuffer8BitAccess = f12.uniformAndStorageBuffer8BitAccess;
   e12.shaderInt8 = f12.shaderInt8;
   e12.shaderFloat16 = f12.shaderFloat16;
-  e11.storageBuffer16BitAccess = f11.storageBuffer16BitAccess;
+  e12.vulkanMemoryModel = f12.vulkanMemoryModel;
+  e12.vulkanMemoryModelDeviceScope = f12.vulkanMemoryModelDeviceScope;
+  e11.storageBuffer16BitAccess = VK_TRUE;
   enable.features.shaderInt64 = VK_TRUE;
   enable.features.shaderInt16 = features.features.shaderInt16;
 
@@ -937,6 +964,76 @@ absl::StatusOr<float> VulkanDevice::elapsed_ms(SparkrtEvent start, SparkrtEvent 
 
 // ---- launch ----------------------------------------------------------------------
 
+absl::StatusOr<uint64_t> VulkanDevice::copy_arguments(std::unique_lock<std::mutex>& lock,
+                                                      const std::shared_ptr<Stream>& s,
+                                                      std::span<const std::byte> params) {
+  Stream::ArgumentRing& ring = s->arguments;
+  if (ring.buffer == VK_NULL_HANDLE) {
+    if (auto st = make_buffer(kArgumentRingBytes,
+                              VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                  VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+                              true, ring.buffer, ring.memory, true);
+        !st.ok()) {
+      ring.buffer = VK_NULL_HANDLE;
+      ring.memory = VK_NULL_HANDLE;
+      return st;
+    }
+    void* p = nullptr;
+    if (VkResult r = vk_.vkMapMemory(device_, ring.memory, 0, VK_WHOLE_SIZE, 0, &p);
+        r != VK_SUCCESS)
+      return vk_error(r, "vkMapMemory (argument ring)");
+    ring.mapped = static_cast<std::byte*>(p);
+    auto where = vk_struct<VkBufferDeviceAddressInfo>(VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO);
+    where.buffer = ring.buffer;
+    ring.address = vk_.vkGetBufferDeviceAddress(device_, &where);
+  }
+  const uint64_t bytes = (params.size() + kArgumentAlign - 1) / kArgumentAlign * kArgumentAlign;
+  if (bytes > kArgumentRingBytes)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "vulkan: %d bytes of parameters is more than an argument ring holds (%d)", params.size(),
+        kArgumentRingBytes));
+  // Charged to the open batch, the one the launch goes into.
+  const auto charge = [&](uint64_t n) {
+    ring.used += n;
+    if (ring.marks.empty() || ring.marks.back().value != s->submitted + 1)
+      ring.marks.push_back({s->submitted + 1, 0});
+    ring.marks.back().bytes += n;
+  };
+  for (;;) {
+    uint64_t done = 0;
+    if (VkResult r = vk_.vkGetSemaphoreCounterValue(device_, s->timeline, &done); r != VK_SUCCESS)
+      return vk_error(r, "vkGetSemaphoreCounterValue (argument ring)");
+    while (!ring.marks.empty() && ring.marks.front().value <= done) {
+      ring.used -= ring.marks.front().bytes;
+      ring.marks.pop_front();
+    }
+    if (ring.used == 0) ring.head = 0;
+    // A copy does not straddle the end: the tail is skipped, and charged.
+    const uint64_t skip = ring.head + bytes > kArgumentRingBytes ? kArgumentRingBytes - ring.head : 0;
+    if (ring.used + skip + bytes <= kArgumentRingBytes) {
+      if (skip > 0) {
+        charge(skip);
+        ring.head = 0;
+      }
+      const uint64_t at = ring.head;
+      std::memcpy(ring.mapped + at, params.data(), params.size());
+      ring.head += bytes;
+      charge(bytes);
+      return ring.address + at;
+    }
+    // Full: wait for the oldest batch that holds a copy (submitting it
+    // first when it is the open one).
+    const uint64_t oldest = ring.marks.front().value;
+    if (oldest == s->submitted + 1) {
+      if (auto st = submit(*s); !st.ok()) return st;
+    }
+    lock.unlock();
+    const absl::Status waited = wait(s, oldest);
+    lock.lock();
+    if (!waited.ok()) return waited;
+  }
+}
+
 absl::Status VulkanDevice::launch(const sdk::Launch& l) {
   auto* kernel = static_cast<VulkanKernel*>(l.kernel);
   {
@@ -946,16 +1043,33 @@ absl::Status VulkanDevice::launch(const sdk::Launch& l) {
   }
   auto pipeline = kernel->pipeline(l.block, l.shared_memory_bytes);
   if (!pipeline.ok()) return pipeline.status();
-  // Push constants are whole words; the parameters are copied into them.
-  std::array<std::byte, 256> constants{};
-  if (l.params.size() > kernel->push_constant_bytes || kernel->push_constant_bytes > constants.size())
+  const bool through_buffer = kernel->argument_buffer_bytes > 0;
+  const uint32_t capacity =
+      through_buffer ? kernel->argument_buffer_bytes : kernel->push_constant_bytes;
+  if (l.params.size() > capacity)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "vulkan: launch of %s: %d bytes of parameters for a %d-byte push-constant range",
-        kernel->qualified, l.params.size(), kernel->push_constant_bytes));
-  std::memcpy(constants.data(), l.params.data(), l.params.size());
-  std::lock_guard<std::mutex> lock(mu_);
+        "vulkan: launch of %s: %d bytes of parameters for a %d-byte %s", kernel->qualified,
+        l.params.size(), capacity, through_buffer ? "argument buffer" : "push-constant range"));
+  // Push constants are whole words: the parameters, or their copy's address.
+  std::array<std::byte, 256> constants{};
+  std::unique_lock<std::mutex> lock(mu_);
   auto s = stream_of(l.stream);
   if (!s.ok()) return s.status();
+  if (through_buffer) {
+    auto address = copy_arguments(lock, *s, l.params);
+    if (!address.ok()) return address.status();
+    // The stream may have been destroyed while the ring was full.
+    if (auto again = stream_of(l.stream); !again.ok() || *again != *s)
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "vulkan: launch of %s: stream %d was destroyed during the launch", kernel->qualified,
+          l.stream));
+    std::memcpy(constants.data(), &*address, sizeof(uint64_t));
+  } else if (kernel->push_constant_bytes <= constants.size()) {
+    std::memcpy(constants.data(), l.params.data(), l.params.size());
+  } else {
+    return absl::InternalError(absl::StrFormat("vulkan: %s: a %d-byte push-constant range",
+                                               kernel->qualified, kernel->push_constant_bytes));
+  }
   auto cmd = record(**s);
   if (!cmd.ok()) return cmd.status();
   vk_.vkCmdBindPipeline(*cmd, VK_PIPELINE_BIND_POINT_COMPUTE, *pipeline);

@@ -29,7 +29,8 @@ class VulkanKernel final : public sdk::Kernel {
  public:
   VulkanKernel(VulkanDevice& device, std::string qualified_name, VkShaderModule shader,
                const sdk::spirv::EntryPoint& entry, bool block_from_spec, bool has_shared_spec,
-               VkPipelineLayout layout, uint32_t push_constant_bytes);
+               VkPipelineLayout layout, uint32_t push_constant_bytes,
+               uint32_t argument_buffer_bytes);
   ~VulkanKernel() override;
 
   // The pipeline for this launch shape, created on first use.
@@ -38,6 +39,9 @@ class VulkanKernel final : public sdk::Kernel {
   const std::string qualified;  // "module.entry"
   const VkPipelineLayout layout;
   const uint32_t push_constant_bytes;  // the push-constant range, a multiple of 4
+  // The parameter block's size where it is passed in an argument buffer
+  // (the push constants then hold its address); 0 otherwise.
+  const uint32_t argument_buffer_bytes;
 
  private:
   VulkanDevice& device_;
@@ -155,6 +159,12 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   // Frees the command buffers of batches the GPU has finished.
   void retire(Stream& s);
   absl::Status fill(Stream& s, SparkrtDevicePtr dst, Range range, uint8_t value, uint64_t bytes);
+  // The device address of `bytes` in the argument ring of `s`, for its open
+  // batch, holding a copy of `params`. When the ring is full it waits, with
+  // mu_ released, for the oldest batch using it.
+  absl::StatusOr<uint64_t> copy_arguments(std::unique_lock<std::mutex>& lock,
+                                          const std::shared_ptr<Stream>& s,
+                                          std::span<const std::byte> params);
 
   // Submits every stream's work and waits for all of it; returns with mu_
   // released (the caller's memory is no longer in the maps).

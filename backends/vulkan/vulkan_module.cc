@@ -1,6 +1,7 @@
 // Modules and kernels of the Vulkan backend: a module is one VkShaderModule
 // with a compute entry point per kernel; a kernel is a pipeline layout whose
-// push-constant range holds the parameters, and a pipeline per launch shape.
+// push-constant range holds the parameters (or the address of an argument
+// buffer holding them), and a pipeline per launch shape.
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
@@ -13,10 +14,11 @@ namespace spirv = sdk::spirv;
 VulkanKernel::VulkanKernel(VulkanDevice& device, std::string qualified_name, VkShaderModule shader,
                            const spirv::EntryPoint& entry, bool block_from_spec,
                            bool has_shared_spec, VkPipelineLayout pipeline_layout,
-                           uint32_t push_bytes)
+                           uint32_t push_bytes, uint32_t argument_bytes)
     : qualified(std::move(qualified_name)),
       layout(pipeline_layout),
       push_constant_bytes(push_bytes),
+      argument_buffer_bytes(argument_bytes),
       device_(device),
       shader_(shader),
       entry_name_(entry.name),
@@ -98,13 +100,16 @@ absl::StatusOr<sdk::Kernel*> VulkanModule::get_kernel(std::string_view entry,
         name_, st.message()));
   uint32_t bytes = 0;
   for (const auto& p : params) bytes = std::max(bytes, p.offset + p.size);
-  bytes = (bytes + 3) / 4 * 4;
+  const uint32_t argument_bytes = point->argument_buffer ? bytes : 0;
+  // Push constants are whole words: the parameters, or the argument
+  // buffer's address.
+  bytes = point->argument_buffer ? sizeof(uint64_t) : (bytes + 3) / 4 * 4;
   const uint32_t limit = device_.push_constant_limit();
   if (bytes > limit)
-    return absl::UnimplementedError(absl::StrFormat(
-        "vulkan: kernel %s.%s takes %d bytes of parameters, more than the %d bytes of push "
-        "constants this device offers; passing them through an argument buffer is not "
-        "implemented yet",
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "vulkan: kernel %s.%s takes %d bytes of parameters as push constants, more than the %d "
+        "bytes this device offers; declare them as an argument buffer "
+        "(SPARKRT_ARGUMENT_BUFFER in sparkrt.glsl, docs/kernels.md \"SPIR-V modules\")",
         name_, entry, bytes, limit));
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes};
   auto info = vk_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
@@ -117,7 +122,7 @@ absl::StatusOr<sdk::Kernel*> VulkanModule::get_kernel(std::string_view entry,
   auto kernel = std::make_unique<VulkanKernel>(
       device_, absl::StrFormat("%s.%s", name_, entry), shader_, *point,
       reflection_.workgroup_size_is_spec, reflection_.has_spec_id(spirv::kSharedBytesSpecId),
-      layout, bytes);
+      layout, bytes, argument_bytes);
   sdk::Kernel* handle = kernel.get();
   kernels_.emplace(key, std::move(kernel));
   return handle;

@@ -35,3 +35,14 @@ extern "C" __global__ void empty_10_args(const void* p0, const void* p1, const v
     asm volatile("trap;");
   }
 }
+
+// out[i] = args.v[i] for i < 34 (threads past 34 idle): 144 bytes of
+// parameters, more than the 128 bytes of push constants every Vulkan device
+// offers, so the vulkan backend passes them through its argument buffer.
+struct CopyArgs {
+  uint32_t v[34];
+};
+extern "C" __global__ void copy_args_u32(uint32_t* __restrict__ out, CopyArgs args) {
+  const uint32_t i = threadIdx.x;
+  if (i < 34) out[i] = args.v[i];
+}

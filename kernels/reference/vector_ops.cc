@@ -1,4 +1,5 @@
 // References for kernels/ptx/vector_ops.cu (contracts in docs/kernels.md).
+#include <algorithm>
 #include <cstdint>
 
 #include "reference.h"
@@ -37,3 +38,17 @@ SPARKRT_REFERENCE_KERNEL(vector_ops, axpy_f32) {
 }
 
 SPARKRT_REFERENCE_KERNEL(vector_ops, empty_10_args) { return absl::OkStatus(); }
+
+namespace {
+struct CopyArgs {
+  uint32_t v[34];
+};
+}  // namespace
+
+SPARKRT_REFERENCE_KERNEL(vector_ops, copy_args_u32) {
+  const auto args = launch.value<CopyArgs>(1);
+  const uint32_t n = std::min<uint32_t>(34, launch.block()[0]);
+  SPARKRT_ASSIGN_OR_RETURN(auto out, launch.span<uint32_t>(0, n));
+  for (uint32_t i = 0; i < n; ++i) out[i] = args.v[i];
+  return absl::OkStatus();
+}

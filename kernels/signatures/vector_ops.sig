@@ -39,3 +39,10 @@
 )
 {
 }
+
+.visible .entry copy_args_u32(
+	.param .u64 copy_args_u32_param_0,
+	.param .align 4 .b8 copy_args_u32_param_1[136]
+)
+{
+}

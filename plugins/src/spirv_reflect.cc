@@ -272,23 +272,21 @@ class Reader {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::vector<Member>> block_members(uint32_t var) const {
+  // The members of struct `id`, each with its offset and scalar-layout size.
+  absl::StatusOr<std::vector<Member>> struct_members(uint32_t id, const char* what) const {
     const size_t at = 0;
-    auto ptr = types_.find(push_constant_vars_.at(var));
-    if (ptr == types_.end() || ptr->second.opcode != kOpTypePointer)
-      return bad(at, absl::StrFormat("push-constant variable %%%d is not of a pointer type", var));
-    auto block = types_.find(ptr->second.pointee);
+    auto block = types_.find(id);
     if (block == types_.end() || block->second.opcode != kOpTypeStruct)
-      return bad(at, absl::StrFormat("push-constant variable %%%d is not a block (a struct)", var));
+      return bad(at, absl::StrFormat("the %s is not a block (a struct)", what));
     std::vector<Member> members;
     const auto& types = block->second.members;
     for (uint32_t i = 0; i < types.size(); ++i) {
       Member m;
-      auto name = member_names_.find({ptr->second.pointee, i});
+      auto name = member_names_.find({id, i});
       if (name != member_names_.end()) m.name = name->second;
-      auto offset = offsets_.find({ptr->second.pointee, i});
+      auto offset = offsets_.find({id, i});
       if (offset == offsets_.end())
-        return bad(at, absl::StrFormat("push-constant member #%d (%s) has no Offset", i, m.name));
+        return bad(at, absl::StrFormat("%s member #%d (%s) has no Offset", what, i, m.name));
       m.offset = offset->second;
       auto size = struct_size(types[i], 0);
       if (!size.ok()) return size.status();
@@ -296,6 +294,32 @@ class Reader {
       members.push_back(std::move(m));
     }
     return members;
+  }
+
+  // The parameters behind push-constant variable `var`: its block's
+  // members or, where the block is the argument-buffer address alone, the
+  // members of the struct it points to.
+  absl::Status block_members(uint32_t var, EntryPoint& entry) const {
+    auto ptr = types_.find(push_constant_vars_.at(var));
+    if (ptr == types_.end() || ptr->second.opcode != kOpTypePointer)
+      return bad(0, absl::StrFormat("push-constant variable %%%d is not of a pointer type", var));
+    const uint32_t block = ptr->second.pointee;
+    auto members = struct_members(block, "push-constant block");
+    if (!members.ok()) return members.status();
+    if (members->size() != 1 || (*members)[0].name != kArgumentBufferMember) {
+      entry.push_constants = *std::move(members);
+      return absl::OkStatus();
+    }
+    auto address = types_.find(types_.at(block).members[0]);
+    if (address == types_.end() || address->second.opcode != kOpTypePointer ||
+        address->second.storage != kStorageClassPhysicalStorageBuffer || (*members)[0].offset != 0)
+      return bad(0, absl::StrFormat("push constant %s is not a buffer reference at offset 0",
+                                    kArgumentBufferMember));
+    auto arguments = struct_members(address->second.pointee, "argument buffer");
+    if (!arguments.ok()) return arguments.status();
+    entry.push_constants = *std::move(arguments);
+    entry.argument_buffer = true;
+    return absl::OkStatus();
   }
 
   // Scalar-layout size of `id`; structs from their last member's end.
@@ -341,11 +365,9 @@ class Reader {
             absl::StrFormat("entry %s uses %d push-constant blocks; Vulkan allows one", e.name,
                             blocks.size()));
       if (!blocks.empty()) {
-        auto members = block_members(blocks[0]);
-        if (!members.ok())
+        if (auto st = block_members(blocks[0], entry); !st.ok())
           return absl::InvalidArgumentError(
-              absl::StrFormat("entry %s: %s", e.name, members.status().message()));
-        entry.push_constants = *std::move(members);
+              absl::StrFormat("entry %s: %s", e.name, st.message()));
       }
       module.entries.push_back(std::move(entry));
     }
@@ -404,20 +426,21 @@ absl::StatusOr<Module> reflect(std::string_view bytes) {
 absl::Status check_push_constants(const EntryPoint& entry,
                                   std::span<const SparkrtParamInfo> params) {
   const auto& members = entry.push_constants;
+  const char* kind = entry.argument_buffer ? "argument-buffer member" : "push constant";
   const size_t n = std::min(members.size(), params.size());
   for (size_t i = 0; i < n; ++i) {
     const Member& m = members[i];
     if (m.offset != params[i].offset || m.size != params[i].size)
       return absl::FailedPreconditionError(absl::StrFormat(
-          "entry %s: push constant #%d (%s) is %d bytes at offset %d, but the signature's "
-          "parameter #%d is %d bytes at offset %d",
-          entry.name, i, m.name.empty() ? "unnamed" : m.name, m.size, m.offset, i,
+          "entry %s: %s #%d (%s) is %d bytes at offset %d, but the signature's parameter #%d "
+          "is %d bytes at offset %d",
+          entry.name, kind, i, m.name.empty() ? "unnamed" : m.name, m.size, m.offset, i,
           params[i].size, params[i].offset));
   }
   if (members.size() != params.size())
     return absl::FailedPreconditionError(absl::StrFormat(
-        "entry %s has %d push constants, but its signature has %d parameters", entry.name,
-        members.size(), params.size()));
+        "entry %s has %d %ss, but its signature has %d parameters", entry.name, members.size(),
+        kind, params.size()));
   return absl::OkStatus();
 }
 

@@ -73,6 +73,44 @@ TEST_CASE("vector_add_f32 computes the right sums") {
   }
 }
 
+TEST_CASE("a kernel with 144 bytes of parameters gets every byte, launch after launch") {
+  SKIP_IF_UNSUPPORTED("kernel-results");
+  SKIP_IF_UNSUPPORTED("wide-parameters");
+  auto dev = open_device();
+  std::mt19937_64 rng(seed());
+  INFO("seed ", seed());
+  auto k = dev->kernel("vector_ops", "copy_args_u32");
+  REQUIRE_OK(k);
+  struct CopyArgs {
+    uint32_t v[34];
+  };
+  // More launches queued than a backend's argument store may hold at once
+  // (the vulkan ring: 4096 copies), each into its own output: every launch
+  // must read its own parameters.
+  constexpr uint32_t kLaunches = 5000;
+  DeviceBuffer out(*dev, kLaunches * 34 * 4);
+  REQUIRE_OK(dev->memset(out.ptr, 0xFF, kLaunches * 34 * 4));
+  std::vector<CopyArgs> sent(kLaunches);
+  for (uint32_t i = 0; i < kLaunches; ++i) {
+    for (uint32_t& v : sent[i].v) v = static_cast<uint32_t>(rng());
+    REQUIRE_OK(KernelLaunch(*dev, *k)
+                   .grid({1})
+                   .block({64})
+                   .arg(out.ptr + uint64_t{i} * 34 * 4)
+                   .arg(sent[i])
+                   .launch());
+  }
+  std::vector<uint32_t> back(kLaunches * 34);
+  REQUIRE_OK(dev->copy_d2h(out.ptr, back));
+  size_t wrong = 0;
+  for (uint32_t i = 0; i < kLaunches; ++i)
+    for (uint32_t j = 0; j < 34; ++j)
+      if (back[i * 34 + j] != sent[i].v[j] && wrong++ < 5)
+        FAIL_CHECK("launch " << i << ": out[" << j << "] = " << back[i * 34 + j] << ", sent "
+                             << sent[i].v[j]);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("launch rejects bad geometry and shared memory") {
   auto dev = open_device();
   auto k = dev->kernel("vector_ops", "fill_u32");

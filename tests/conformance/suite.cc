@@ -5,11 +5,14 @@
 
 #include "suite.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conformance.h"
@@ -25,6 +28,10 @@ constexpr Feature kFeatures[] = {
     {"kernel-results", "kernels compute their results (vector_add_f32, fill_u32)",
      "the plugin offers " SPARKRT_MOCK_EXTENSION_NAME
      ": a recording device, whose launches are recorded, not run"},
+    {"wide-parameters",
+     "a kernel with 144 bytes of parameters gets every byte (copy_args_u32; past the 128 bytes "
+     "of Vulkan push constants)",
+     "the plugin does not run vector_ops.copy_args_u32 (UNIMPLEMENTED)"},
     {"out-of-bounds", "copies and memsets that run past the end of an allocation fail", nullptr},
     {"use-after-free", "copies from and to freed memory fail", nullptr},
 };
@@ -53,7 +60,7 @@ State g_state;
 
 // Why each feature is skipped on `dev`. A declaration with --skip wins: it is
 // the most specific.
-std::map<std::string, std::string, std::less<>> decide_skips(const Device& dev,
+std::map<std::string, std::string, std::less<>> decide_skips(Device& dev,
                                                              const SuiteOptions& options) {
   std::map<std::string, std::string, std::less<>> out;
   const auto detected = [&](const char* feature) {
@@ -61,6 +68,13 @@ std::map<std::string, std::string, std::less<>> decide_skips(const Device& dev,
   };
   if (dev.extension(SPARKRT_GRAPH_EXTENSION_NAME) == nullptr) detected("graphs");
   if (dev.extension(SPARKRT_MOCK_EXTENSION_NAME) != nullptr) detected("kernel-results");
+  // An out-of-tree plugin may run only some kernels; the in-tree ones run all.
+  constexpr std::string_view kInTree[] = {"cuda", "vulkan", "cpu", "mock"};
+  if (std::find(std::begin(kInTree), std::end(kInTree), dev.backend_name()) == std::end(kInTree)) {
+    auto wide = dev.kernel("vector_ops", "copy_args_u32");
+    if (!wide.ok() && wide.status().code() == absl::StatusCode::kUnimplemented)
+      detected("wide-parameters");
+  }
   for (const KnownGap& gap : kKnownGaps) {
     if (dev.backend_name() == gap.backend) {
       out[gap.feature] = std::string(gap.reason) + " (declared for the in-tree " + gap.backend +

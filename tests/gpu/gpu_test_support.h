@@ -1,4 +1,5 @@
-// Shared by the op tests that run the cuda backend against the cpu backend's
+// Shared by the op tests that run a GPU backend (cuda, or vulkan with
+// --backend=vulkan) against the cpu backend's
 // reference implementations: the device pair, buffers mirrored on both
 // devices (BufferPair), random inputs, poisoning, and the bitwise comparison.
 #ifndef SPARKRT_TESTS_GPU_GPU_TEST_SUPPORT_H_
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpu_backend.h"
 #include "sparkrt/numeric.h"
 #include "sparkrt/sparkrt.h"
 #include "status_checks.h"  // REQUIRE_OK, fresh_seed
@@ -35,11 +37,12 @@ T require_value(absl::StatusOr<T> s) {
   return *std::move(s);
 }
 
-// The two devices a test compares: side 0 is cuda, side 1 the cpu reference.
+// The two devices a test compares: side 0 is the backend under test
+// (backend()), side 1 the cpu reference.
 // `Side` opens its device (member `dev`) and resolves its kernels.
 template <typename Side>
 struct DevicePair {
-  Side gpu{"cuda"};
+  Side gpu{backend()};
   Side cpu{"cpu"};
   Side& side(int i) { return i == 0 ? gpu : cpu; }
 };

@@ -26,7 +26,7 @@ TEST_CASE("signature: every entry of the nvcc-built vector_ops module") {
   REQUIRE_FALSE(ptx.empty());
   auto sigs = parse_ptx_signatures(ptx);
   REQUIRE(sigs.ok());
-  REQUIRE(sigs->size() == 4);
+  REQUIRE(sigs->size() == 5);
 
   const auto& add = (*sigs)[0];
   CHECK(add.entry == "vector_add_f32");
@@ -52,6 +52,14 @@ TEST_CASE("signature: every entry of the nvcc-built vector_ops module") {
   // 4 pointers, 3 u32 (44), u64 aligned to 48, two f32.
   CHECK(empty.params[7].offset == 48);
   CHECK(empty.params_size == 64);
+
+  // A pointer and a 136-byte struct: 144 bytes, past 128 of push constants.
+  const auto& copy = (*sigs)[4];
+  CHECK(copy.entry == "copy_args_u32");
+  REQUIRE(copy.params.size() == 2);
+  CHECK(copy.params[1].size == 136);
+  CHECK(copy.params[1].align == 4);
+  CHECK(copy.params_size == 144);
 }
 
 TEST_CASE("signature: qualifiers, comments, arrays and parameterless entries") {

@@ -51,7 +51,8 @@ TEST_CASE("spirv reflect: the built vector_ops module has every kernel with its 
   CHECK(m->workgroup_size_is_spec);
   CHECK(m->has_spec_id(0));
   CHECK_FALSE(m->has_spec_id(3));  // no kernel here takes dynamic shared memory
-  for (const char* name : {"vector_add_f32", "fill_u32", "axpy_f32", "empty_10_args"}) {
+  for (const char* name :
+       {"vector_add_f32", "fill_u32", "axpy_f32", "empty_10_args", "copy_args_u32"}) {
     INFO(name);
     const spirv::EntryPoint* e = m->find(name);
     REQUIRE(e != nullptr);
@@ -64,6 +65,14 @@ TEST_CASE("spirv reflect: the built vector_ops module has every kernel with its 
   CHECK(add->push_constants[3].size == 4);
   // The struct argument of axpy_f32 is 16 bytes, as in the CUDA layout.
   CHECK(m->find("axpy_f32")->push_constants[0].size == 16);
+  CHECK_FALSE(add->argument_buffer);
+  // copy_args_u32's 144 bytes come through an argument buffer: its members
+  // are the parameters.
+  const spirv::EntryPoint* copy = m->find("copy_args_u32");
+  CHECK(copy->argument_buffer);
+  REQUIRE(copy->push_constants.size() == 2);
+  CHECK(copy->push_constants[1].offset == 8);
+  CHECK(copy->push_constants[1].size == 136);
   CHECK(m->find("no_such_kernel") == nullptr);
 }
 

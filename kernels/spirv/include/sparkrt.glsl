@@ -23,4 +23,16 @@ layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer F32Ptr { float v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer U32Ptr { uint v[]; };
 
+// A kernel whose parameters exceed the 128 bytes of push constants that
+// every Vulkan device offers takes them from an argument buffer: the
+// parameters are the members of a buffer_reference block `Type` (scalar
+// layout, the signature's offsets), and the push constants are its address
+// alone, which the backend fills per launch from a ring it owns:
+//
+//   layout(buffer_reference, scalar, buffer_reference_align = 8) readonly buffer Args { ... };
+//   SPARKRT_ARGUMENT_BUFFER(Args);
+//   ... Args p = sparkrt_arguments.sparkrt_args; p.x ...
+#define SPARKRT_ARGUMENT_BUFFER(Type) \
+  layout(push_constant, scalar) uniform SparkrtArgumentAddress { Type sparkrt_args; } sparkrt_arguments
+
 #endif  // SPARKRT_GLSL_

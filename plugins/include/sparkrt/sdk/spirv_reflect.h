@@ -8,7 +8,10 @@
 //  - one GLCompute entry point per kernel, named like the kernel;
 //  - the parameters are the members of one push-constant block, at the
 //    offsets of the signature (scalar layout; pointers are 64-bit
-//    PhysicalStorageBuffer addresses);
+//    PhysicalStorageBuffer addresses); or, for a kernel whose parameters
+//    exceed the device's push constants, the members of an argument buffer:
+//    the push-constant block is then one member named `sparkrt_args`, the
+//    address of a struct laid out as the signature says;
 //  - specialization constants 0, 1, 2 are the block's x, y, z extents
 //    (local_size_x_id = 0, ...), and 3, where declared, the launch's dynamic
 //    shared memory in bytes.
@@ -39,9 +42,16 @@ struct Member {
   uint32_t size = 0;  // bytes, in scalar layout
 };
 
+inline constexpr char kArgumentBufferMember[] = "sparkrt_args";
+
 struct EntryPoint {
   std::string name;
-  std::vector<Member> push_constants;  // in declaration order; empty when it has none
+  // The parameters in declaration order (empty when it has none): the
+  // push-constant block's members, or the argument buffer's.
+  std::vector<Member> push_constants;
+  // The parameters are in an argument buffer whose 8-byte address is the
+  // whole push-constant block.
+  bool argument_buffer = false;
   // The literal LocalSize execution mode; the block shape when the module
   // does not size the workgroup through specialization constants 0-2.
   std::array<uint32_t, 3> local_size{1, 1, 1};
@@ -62,9 +72,9 @@ struct Module {
 // that is not well-formed SPIR-V as far as this reader looks.
 absl::StatusOr<Module> reflect(std::string_view bytes);
 
-// OK when `entry`'s push constants are the parameters `params` (offset and
-// size of each, in order); otherwise FailedPrecondition naming the first
-// difference.
+// OK when `entry`'s parameters (push constants or argument buffer) are
+// `params` (offset and size of each, in order); otherwise
+// FailedPrecondition naming the first difference.
 absl::Status check_push_constants(const EntryPoint& entry, std::span<const SparkrtParamInfo> params);
 
 }  // namespace sparkrt::sdk::spirv
