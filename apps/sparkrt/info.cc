@@ -66,6 +66,7 @@ void print_properties(const Device& dev, std::ostream& out) {
   if (p.accepts_spirv) formats.push_back("spirv");
   if (p.accepts_signatures) formats.push_back("signatures");
   row("module images", formats.empty() ? "(none)" : absl::StrJoin(formats, ", "));
+  if (p.emulated) row("emulated", "yes: the GPU API runs on the host CPU (auto passes it over)");
 }
 
 }  // namespace

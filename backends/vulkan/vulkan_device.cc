@@ -291,6 +291,7 @@ absl::Status VulkanDevice::properties(SparkrtDeviceProperties& out) {
   out.compute_capability_major = 0;
   out.compute_capability_minor = 0;
   out.image_formats = 1u << SPARKRT_IMAGE_SPIRV;
+  out.flags = props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? SPARKRT_DEVICE_FLAG_EMULATED : 0;
   return absl::OkStatus();
 }
 

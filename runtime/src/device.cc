@@ -24,9 +24,9 @@ using detail::DeviceState;
 using detail::Plugin;
 
 // Real backends in the order `auto` tries them; other non-mock plugins found
-// on the search path follow, by name. vulkan comes after cpu for as long as
-// its SPIR-V covers only some modules (docs/kernels.md, "SPIR-V modules").
-constexpr const char* kAutoOrder[] = {"cuda", "cpu"};
+// on the search path follow, by name. A device that emulates a GPU API on the
+// host (lavapipe) is passed over: the cpu backend is the host's own.
+constexpr const char* kAutoOrder[] = {"cuda", "vulkan", "cpu"};
 constexpr char kMock[] = "mock";
 
 bool is_path(std::string_view backend) {
@@ -65,6 +65,7 @@ DeviceProperties convert(const SparkrtDeviceProperties& p) {
   d.accepts_cubin = (p.image_formats & (1u << SPARKRT_IMAGE_CUBIN)) != 0;
   d.accepts_spirv = (p.image_formats & (1u << SPARKRT_IMAGE_SPIRV)) != 0;
   d.accepts_signatures = (p.image_formats & (1u << SPARKRT_IMAGE_SIGNATURES)) != 0;
+  d.emulated = (p.flags & SPARKRT_DEVICE_FLAG_EMULATED) != 0;
   return d;
 }
 
@@ -150,6 +151,15 @@ absl::StatusOr<std::unique_ptr<DeviceState>> open_auto(int index) {
     auto plugin = Plugin::load(f.path);
     absl::StatusOr<std::unique_ptr<DeviceState>> state =
         plugin.ok() ? open_on(*std::move(plugin), index) : plugin.status();
+    if (state.ok() && (*state)->properties.emulated) {
+      DeviceState& s = **state;
+      SparkrtDeviceCloseArgs close{SPARKRT_DEVICE_CLOSE_ARGS_SIZE, s.native};
+      s.plugin->status(s.api->device_close(&close), f.name + ": device_close").IgnoreError();
+      state = absl::UnavailableError(absl::StrFormat(
+          "device %d (%s) emulates the GPU API on the host CPU; auto passes it over (choose it "
+          "with SPARKRT_BACKEND=%s)",
+          index, (*state)->properties.name, f.name));
+    }
     if (state.ok()) {
       detail::log_debug(absl::StrFormat("auto: selected '%s'", f.name));
       return state;

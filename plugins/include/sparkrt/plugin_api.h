@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define SPARKRT_ABI_MAJOR 1
-#define SPARKRT_ABI_MINOR 1
+#define SPARKRT_ABI_MINOR 2
 
 /* Name of the one symbol a plugin exports. */
 #define SPARKRT_PLUGIN_ENTRY_SYMBOL "sparkrt_plugin_api"
@@ -167,8 +167,17 @@ typedef struct SparkrtDeviceProperties {
   uint32_t compute_capability_major;          /* 0 where not applicable; else */
   uint32_t compute_capability_minor;          /* architecture is "sm_<major><minor>" */
   uint32_t image_formats; /* bit (1 << SparkrtImageFormat) per accepted format; one at least */
+  uint32_t flags;         /* SPARKRT_DEVICE_FLAG_* (ABI 1.2) */
 } SparkrtDeviceProperties;
-#define SPARKRT_DEVICE_PROPERTIES_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, image_formats)
+#define SPARKRT_DEVICE_PROPERTIES_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, flags)
+/* What a caller built against ABI 1.0 or 1.1 passes: without `flags`. */
+#define SPARKRT_DEVICE_PROPERTIES_SIZE_1_0 \
+  SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, image_formats)
+
+/* A GPU API implemented in software on the host CPU (Mesa's lavapipe under
+ * the vulkan backend): `auto` passes such a device over. The cpu backend is
+ * not emulated: it is the host's own backend. */
+#define SPARKRT_DEVICE_FLAG_EMULATED (1u << 0)
 
 typedef struct SparkrtDeviceGetPropertiesArgs {
   size_t struct_size;

@@ -18,9 +18,11 @@
 #ifndef SPARKRT_PLUGIN_SDK_H_
 #define SPARKRT_PLUGIN_SDK_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -274,9 +276,17 @@ struct Adapter {
   static SparkrtError* device_get_properties(SparkrtDeviceGetPropertiesArgs* a) {
     return guard("device_get_properties", a, SPARKRT_DEVICE_GET_PROPERTIES_ARGS_SIZE, [&] {
       if (a->device == nullptr) return null_device();
-      if (a->properties == nullptr || a->properties->struct_size < SPARKRT_DEVICE_PROPERTIES_SIZE)
+      if (a->properties == nullptr ||
+          a->properties->struct_size < SPARKRT_DEVICE_PROPERTIES_SIZE_1_0)
         return absl::InvalidArgumentError("device_get_properties: properties struct too small");
-      return dev(a->device)->properties(*a->properties);
+      // Filled whole, handed over as far as the caller's struct reaches.
+      SparkrtDeviceProperties full{};
+      full.struct_size = sizeof(full);
+      if (auto s = dev(a->device)->properties(full); !s.ok()) return s;
+      const size_t given = a->properties->struct_size;
+      std::memcpy(a->properties, &full, std::min(given, sizeof(full)));
+      a->properties->struct_size = given;
+      return absl::OkStatus();
     });
   }
   static SparkrtError* module_load(SparkrtModuleLoadArgs* a) {

@@ -54,6 +54,8 @@ struct DeviceProperties {
   bool accepts_cubin = false;
   bool accepts_spirv = false;
   bool accepts_signatures = false;  // runs no device code: takes the signature file
+  // A GPU API run in software on the host (lavapipe): `auto` passes it over.
+  bool emulated = false;
 };
 
 struct OpenOptions {
