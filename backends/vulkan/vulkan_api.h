@@ -63,6 +63,10 @@ namespace sparkrt::vulkan {
   X(vkWaitSemaphores)                   \
   X(vkGetSemaphoreCounterValue)         \
   X(vkQueueSubmit)                      \
+  X(vkQueueBindSparse)                  \
+  X(vkCreateFence)                      \
+  X(vkDestroyFence)                     \
+  X(vkWaitForFences)                    \
   X(vkCreateShaderModule)               \
   X(vkDestroyShaderModule)              \
   X(vkCreatePipelineLayout)             \

@@ -1,7 +1,9 @@
 #include "vulkan_device.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -145,6 +147,19 @@ absl::Status VulkanDevice::init(int index) {
     if (memory_props_.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       heap_bytes = std::max(heap_bytes, memory_props_.memoryHeaps[i].size);
   max_allocation_ = std::min<uint64_t>(maintenance3.maxMemoryAllocationSize, heap_bytes);
+  device_heap_bytes_ = heap_bytes;
+  if (const char* cap = std::getenv("SPARKRT_VULKAN_MAX_ALLOCATION"); cap != nullptr && *cap) {
+    // Lowers the limit, so that the sparse path runs on any device.
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(cap, &end, 10);
+    if (errno != 0 || *end != '\0' || cap[0] == '-' || v < (1u << 20))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "vulkan: SPARKRT_VULKAN_MAX_ALLOCATION='%s' is not a byte count of at least 1 MiB "
+          "(1048576); unset it or give one",
+          cap));
+    max_allocation_ = std::min<uint64_t>(max_allocation_, v);
+  }
 
   // Features: what every kernel relies on is required, the rest enabled
   // where offered.
@@ -183,6 +198,7 @@ absl::Status VulkanDevice::init(int index) {
   e11.storageBuffer16BitAccess = VK_TRUE;
   enable.features.shaderInt64 = VK_TRUE;
   enable.features.shaderInt16 = features.features.shaderInt16;
+  enable.features.sparseBinding = features.features.sparseBinding;
 
   in.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
   std::vector<VkQueueFamilyProperties> families(n);
@@ -198,6 +214,8 @@ absl::Status VulkanDevice::init(int index) {
   if (!found)
     return absl::FailedPreconditionError(
         absl::StrFormat("vulkan: device %d (%s) has no compute queue", index, name));
+  sparse_ = features.features.sparseBinding &&
+            (families[queue_family_].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT);
   const float priority = 1.0f;
   auto queue = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
   queue.queueFamilyIndex = queue_family_;
@@ -253,10 +271,7 @@ VulkanDevice::~VulkanDevice() {
     vk_.vkFreeCommandBuffers(device_, pool_, static_cast<uint32_t>(cmds.size()), cmds.data());
   events_.clear();
   streams_.clear();
-  for (auto& [address, a] : allocations_) {
-    vk_.vkDestroyBuffer(device_, a.buffer, nullptr);
-    vk_.vkFreeMemory(device_, a.memory, nullptr);
-  }
+  for (auto& [address, a] : allocations_) release(a);
   for (auto& [host, p] : pinned_) {
     vk_.vkDestroyBuffer(device_, p.buffer, nullptr);
     vk_.vkFreeMemory(device_, p.memory, nullptr);
@@ -383,22 +398,92 @@ absl::Status VulkanDevice::make_buffer(uint64_t bytes, VkBufferUsageFlags usage,
   return absl::OkStatus();
 }
 
+void VulkanDevice::release(const Allocation& a) {
+  vk_.vkDestroyBuffer(device_, a.buffer, nullptr);
+  if (a.memory != VK_NULL_HANDLE) vk_.vkFreeMemory(device_, a.memory, nullptr);
+  for (VkDeviceMemory m : a.chunks) vk_.vkFreeMemory(device_, m, nullptr);
+}
+
+absl::Status VulkanDevice::make_sparse_buffer(uint64_t size, VkBufferUsageFlags usage,
+                                              Allocation& a) {
+  auto info = vk_struct<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+  info.flags = VK_BUFFER_CREATE_SPARSE_BINDING_BIT;
+  info.size = size;
+  info.usage = usage;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  if (VkResult r = vk_.vkCreateBuffer(device_, &info, nullptr, &a.buffer); r != VK_SUCCESS)
+    return vk_error(r, absl::StrFormat("vkCreateBuffer(%d bytes, sparse)", size));
+  VkMemoryRequirements req;
+  vk_.vkGetBufferMemoryRequirements(device_, a.buffer, &req);
+  const auto fail = [&](absl::Status st) {
+    release(a);
+    a = Allocation{};
+    return st;
+  };
+  auto type = memory_type(req.memoryTypeBits, false);
+  if (!type.ok()) return fail(type.status());
+  const uint64_t chunk = max_allocation_ / req.alignment * req.alignment;
+  if (chunk == 0)
+    return fail(absl::ResourceExhaustedError(absl::StrFormat(
+        "vulkan: a sparse page (%d bytes) is larger than one allocation may be (%d bytes)",
+        req.alignment, max_allocation_)));
+  std::vector<VkSparseMemoryBind> binds;
+  for (uint64_t at = 0; at < req.size; at += chunk) {
+    auto flag = vk_struct<VkMemoryAllocateFlagsInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO);
+    flag.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    auto alloc = vk_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &flag);
+    alloc.allocationSize = std::min(chunk, req.size - at);
+    alloc.memoryTypeIndex = *type;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    if (VkResult r = vk_.vkAllocateMemory(device_, &alloc, nullptr, &memory); r != VK_SUCCESS)
+      return fail(vk_error(r, absl::StrFormat("vkAllocateMemory(%d bytes, part %d of a %d-byte "
+                                              "sparse buffer)",
+                                              alloc.allocationSize, binds.size(), size)));
+    a.chunks.push_back(memory);
+    binds.push_back({at, alloc.allocationSize, memory, 0, 0});
+  }
+  VkSparseBufferMemoryBindInfo buffer_binds{a.buffer, static_cast<uint32_t>(binds.size()),
+                                            binds.data()};
+  auto bind = vk_struct<VkBindSparseInfo>(VK_STRUCTURE_TYPE_BIND_SPARSE_INFO);
+  bind.bufferBindCount = 1;
+  bind.pBufferBinds = &buffer_binds;
+  auto fence_info = vk_struct<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+  VkFence fence = VK_NULL_HANDLE;
+  if (VkResult r = vk_.vkCreateFence(device_, &fence_info, nullptr, &fence); r != VK_SUCCESS)
+    return fail(vk_error(r, "vkCreateFence (sparse binding)"));
+  VkResult r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // the queue is used under mu_
+    r = vk_.vkQueueBindSparse(queue_, 1, &bind, fence);
+  }
+  if (r == VK_SUCCESS) r = vk_.vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX);
+  vk_.vkDestroyFence(device_, fence, nullptr);
+  if (r != VK_SUCCESS) return fail(vk_error(r, "vkQueueBindSparse"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SparkrtDevicePtr> VulkanDevice::alloc(uint64_t bytes) {
   // Room to align the address, and whole words for the fills.
-  if (bytes > max_allocation_ - kAddressAlign - 4)
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "vulkan: alloc(%d bytes): more than this device's largest single allocation (%d bytes)",
-        bytes, max_allocation_ - kAddressAlign - 4));
+  const uint64_t largest = max_allocation_ - kAddressAlign - 4;
+  if (bytes > largest && (!sparse_ || bytes > device_heap_bytes_ - kAddressAlign - 4))
+    return absl::ResourceExhaustedError(
+        sparse_ ? absl::StrFormat("more than this device's memory (%d bytes)", device_heap_bytes_)
+                : absl::StrFormat("more than one allocation may be on this device (%d bytes), "
+                                  "which has no sparse binding to join several; allocate less, "
+                                  "or in parts",
+                                  largest));
   const uint64_t size = (bytes + 3) / 4 * 4 + kAddressAlign;
+  const VkBufferUsageFlags usage =
+      VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+      VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   Allocation a;
   VkMemoryPropertyFlags flags = 0;
-  if (auto st = make_buffer(size,
-                            VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-                                VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
-                            false, a.buffer, a.memory, true, &flags);
-      !st.ok())
+  if (bytes > largest) {
+    if (auto st = make_sparse_buffer(size, usage, a); !st.ok()) return st;
+  } else if (auto st = make_buffer(size, usage, false, a.buffer, a.memory, true, &flags);
+             !st.ok()) {
     return st;
+  }
   auto where = vk_struct<VkBufferDeviceAddressInfo>(VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO);
   where.buffer = a.buffer;
   const uint64_t base = vk_.vkGetBufferDeviceAddress(device_, &where);
@@ -447,8 +532,7 @@ absl::Status VulkanDevice::free(SparkrtDevicePtr ptr) {
   // Work already queued may still use it: wait for every stream, as
   // cuMemFree does.
   absl::Status status = wait_all(lock);
-  vk_.vkDestroyBuffer(device_, a.buffer, nullptr);
-  vk_.vkFreeMemory(device_, a.memory, nullptr);
+  release(a);
   return status;
 }
 

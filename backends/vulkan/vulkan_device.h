@@ -113,6 +113,8 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   struct Allocation {
     VkBuffer buffer = VK_NULL_HANDLE;
     VkDeviceMemory memory = VK_NULL_HANDLE;
+    // A buffer larger than one allocation may be: sparse, bound to these.
+    std::vector<VkDeviceMemory> chunks;
     uint64_t bytes = 0;         // what was asked for
     uint64_t offset = 0;        // of the returned address within the buffer
     std::byte* mapped = nullptr;  // the returned address's bytes, where host-visible
@@ -180,6 +182,10 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
                                  const std::shared_ptr<Stream>& s);
 
   absl::StatusOr<uint32_t> memory_type(uint32_t type_bits, bool host) const;
+  // A buffer of `size` bytes over several memory allocations of at most
+  // max_allocation_ each, bound with vkQueueBindSparse.
+  absl::Status make_sparse_buffer(uint64_t size, VkBufferUsageFlags usage, Allocation& a);
+  void release(const Allocation& a);
   absl::Status make_buffer(uint64_t bytes, VkBufferUsageFlags usage, bool host, VkBuffer& buffer,
                            VkDeviceMemory& memory, bool device_address,
                            VkMemoryPropertyFlags* flags = nullptr);
@@ -201,7 +207,9 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   std::vector<VkQueryPool> query_pools_;
   std::vector<uint32_t> free_queries_;
   uint32_t queries_made_ = 0;
-  uint64_t max_allocation_ = 0;
+  uint64_t max_allocation_ = 0;  // one allocation's limit (SPARKRT_VULKAN_MAX_ALLOCATION may lower it)
+  bool sparse_ = false;          // sparse binding: buffers beyond max_allocation_
+  uint64_t device_heap_bytes_ = 0;  // the largest device-local heap
   std::unique_ptr<VulkanModule> builtin_;  // the backend's own fill_bytes kernel
   VulkanKernel* fill_bytes_ = nullptr;
 

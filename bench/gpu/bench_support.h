@@ -69,7 +69,7 @@ class Buf {
 template <typename Op>
 double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op) {
   const auto* g = dev.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
-  if (g == nullptr) die("the cuda backend has no " SPARKRT_GRAPH_EXTENSION_NAME);
+  if (g == nullptr) die("the backend has no " SPARKRT_GRAPH_EXTENSION_NAME);
   auto gcheck = [&](SparkrtError* err, const char* what) {
     if (err == nullptr) return;
     const char* msg;

@@ -1,7 +1,8 @@
 // sparkrt_kv_cache_bench: the KV-cache writes and paged decode attention on
-// the cuda backend, through the op wrappers, against the copy ceiling.
+// a GPU backend (cuda unless --backend names another), through the op
+// wrappers, against the copy ceiling.
 //
-//   sparkrt_kv_cache_bench [--json out.json] [--reps 15] [--quick]
+//   sparkrt_kv_cache_bench [--backend cuda|vulkan] [--json out.json] [--reps 15] [--quick]
 //                          [--decode-only | --writes-only] [--decode-subset]
 //                          [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... [--splits N]
 //                          [--window W]
@@ -13,7 +14,9 @@
 // fp8. --splits N asks the op for exactly N splits (1: none) instead of its
 // own choice, to tune the split rule. --window W gives every decode a sliding
 // window of W tokens (its bytes count the window's rows only; the PyTorch
-// baseline skips such rows).
+// baseline skips such rows). A module the backend has no kernels for (the
+// TurboQuant ones on vulkan) is left out, and said so. The run also times
+// the host's cost of one launch (vector_ops.empty_10_args, back to back).
 //
 // Each configuration is timed as a CUDA graph of back-to-back ops (captured
 // through sparkrt.graph.v1, so host submission never starves the GPU),
@@ -30,6 +33,7 @@
 // against the 4.24 TB/s device-to-device copy ceiling of an H200 (the run
 // also measures its own copy ceiling and reports it).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +64,7 @@ using sparkrt::Stream;
 using namespace sparkrt::bench;
 
 struct Args {
+  std::string backend = "cuda";
   std::string json;
   int reps = 15;
   bool quick = false;
@@ -364,6 +369,36 @@ Row bench_turbo_decode(Device& dev, const ops::TurboPagedAttentionKernels& k, Fi
   return r;
 }
 
+// The host's time per launch of vector_ops.empty_10_args (grid 1, block 32),
+// issued back to back on `stream`: the median over `reps` batches of 512,
+// the GPU drained between batches (not counted).
+double host_launch_us(Device& dev, Stream stream, int reps) {
+  const auto kernel = ok(dev.kernel("vector_ops", "empty_10_args"), "resolve empty_10_args");
+  Buf scratch(dev, 4096);
+  const DevicePtr p = scratch.ptr();
+  constexpr int kBatch = 512;
+  const auto launch = [&] {
+    return sparkrt::KernelLaunch(dev, kernel)
+        .grid({1})
+        .block({32})
+        .arg(p).arg(p).arg(p).arg(p)
+        .arg(uint32_t{1}).arg(uint32_t{2}).arg(uint32_t{3}).arg(uint64_t{4})
+        .arg(5.0f).arg(6.0f)
+        .launch(stream);
+  };
+  ok(launch(), "launch empty_10_args");
+  ok(dev.synchronize(stream), "synchronize");
+  std::vector<double> per_launch;
+  for (int r = 0; r < std::max(reps, 5); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBatch; ++i) ok(launch(), "launch empty_10_args");
+    const auto t1 = std::chrono::steady_clock::now();
+    ok(dev.synchronize(stream), "synchronize");
+    per_launch.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / kBatch);
+  }
+  return median(per_launch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -372,6 +407,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) {
       args.json = argv[++i];
+    } else if (a == "--backend" && i + 1 < argc) {
+      args.backend = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
       args.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--quick") {
@@ -396,24 +433,28 @@ int main(int argc, char** argv) {
       args.window = uint32_t(std::max(0, std::atoi(argv[++i])));
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] [--writes-only] "
+                   "usage: %s [--backend NAME] [--json out.json] [--reps N] [--quick] [--decode-only] [--writes-only] "
                    "[--decode-subset] [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... "
                    "[--splits N] [--window W]\n",
                    argv[0]);
       return 2;
     }
   }
-  auto opened = Device::open({.backend = "cuda"});
+  auto opened = Device::open({.backend = args.backend});
   if (!opened.ok()) {
-    std::printf("SKIPPED: no usable CUDA device: %s\n",
+    std::printf("SKIPPED: no usable %s device: %s\n", args.backend.c_str(),
                 std::string(opened.status().ToString()).c_str());
     return opened.status().code() == absl::StatusCode::kUnavailable ? 77 : 1;
   }
   Device& dev = **opened;
   const auto k = ok(ops::KvCacheKernels::resolve(dev), "resolve kernels");
   const auto pa = ok(ops::PagedAttentionKernels::resolve(dev), "resolve kernels");
-  const auto tk = ok(ops::TurboKvCacheKernels::resolve(dev), "resolve kernels");
-  const auto tpa = ok(ops::TurboPagedAttentionKernels::resolve(dev), "resolve kernels");
+  auto tk = ops::TurboKvCacheKernels::resolve(dev);
+  auto tpa = ops::TurboPagedAttentionKernels::resolve(dev);
+  const bool turbo = tk.ok() && tpa.ok();
+  if (!turbo)
+    std::printf("TurboQuant rows left out: %s\n",
+                std::string((tk.ok() ? tpa.status() : tk.status()).message()).c_str());
   const Stream stream = ok(dev.create_stream(), "stream");
   std::mt19937_64 gen(20261130);
   Filler fill(dev, gen);
@@ -434,7 +475,7 @@ int main(int argc, char** argv) {
         rows.push_back(bench_cache_write(dev, k, fill, stream, gen, fp8, t, args.reps));
     for (uint32_t bits : {4u, 3u, 2u})
       for (uint32_t t : tokens)
-        rows.push_back(bench_turbo_write(dev, tk, fill, stream, gen, bits, t, args.reps));
+        if (turbo) rows.push_back(bench_turbo_write(dev, *tk, fill, stream, gen, bits, t, args.reps));
   }
   using Shape = Args::Shape;
   std::vector<Shape> shapes = args.decode_shapes;
@@ -459,12 +500,16 @@ int main(int argc, char** argv) {
                                   sh.q_heads, sh.kv_heads, args.splits, args.window, args.reps));
   for (uint32_t bits : {4u, 3u, 2u})
     for (const Shape& sh : shapes)
-      rows.push_back(bench_turbo_decode(dev, tpa, fill, stream, gen, bits, sh.batch, sh.context,
+      if (turbo)
+        rows.push_back(bench_turbo_decode(dev, *tpa, fill, stream, gen, bits, sh.batch, sh.context,
                                         sh.q_heads, sh.kv_heads, args.splits, args.window,
                                         args.reps));
 
+  const double launch_us = host_launch_us(dev, stream, args.reps);
   const auto& props = dev.properties();
   print_device_line(props, ceiling);
+  std::printf("backend %s: host cost of one launch (empty_10_args, back to back): %.3f us\n",
+              args.backend.c_str(), launch_us);
   std::printf("%-20s %-5s %7s %6s %7s %4s %4s %4s %6s %10s %9s %7s %7s\n", "op", "dtype",
               "tokens", "batch", "context", "hq", "hkv", "hpc", "splits", "us", "GB/s", "ceiling",
               "window");
@@ -475,6 +520,8 @@ int main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     FILE* f = open_json(args.json, props, ceiling);
+    std::fprintf(f, "  \"backend\": \"%s\",\n  \"launch_host_us\": %.4f,\n", args.backend.c_str(),
+                 launch_us);
     std::fprintf(f, "  \"results\": [\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
