@@ -103,13 +103,16 @@ class HostDevice final : public sdk::Device {
     out.max_shared_memory_per_block_optin = 48 * 1024;
     out.compute_capability_major = 0;
     out.compute_capability_minor = 0;
-    out.image_formats = 1u << SPARKRT_IMAGE_PTX;  // the runtime then offers PTX
+    // It runs no device code: the runtime offers the PTX, or the signature
+    // file where there is no PTX (a build without nvcc).
+    out.image_formats = (1u << SPARKRT_IMAGE_PTX) | (1u << SPARKRT_IMAGE_SIGNATURES);
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::unique_ptr<sdk::Module>> load_module(
       std::string_view, SparkrtImageFormat format, std::span<const std::byte>) override {
-    if (format != SPARKRT_IMAGE_PTX) return absl::InvalidArgumentError("example_host takes PTX");
+    if (format != SPARKRT_IMAGE_PTX && format != SPARKRT_IMAGE_SIGNATURES)
+      return absl::InvalidArgumentError("example_host takes PTX or a signature file");
     return std::make_unique<HostModule>();
   }
 

@@ -41,7 +41,9 @@ float fp8_e4m3_to_f32(uint v) {
 }
 
 uint f32_to_fp8_e4m3(float f) {
-  if (isnan(f)) return 0x7fu;
+  // NaN by its bits: Vulkan does not promise that a float instruction,
+  // isnan() included, treats a NaN as one (SignedZeroInfNanPreserve aside).
+  if ((floatBitsToUint(f) & 0x7fffffffu) > 0x7f800000u) return 0x7fu;
   const uint sign = (floatBitsToUint(f) >> 24) & 0x80u;
   const float a = abs(f);
   if (a > 448.0) return sign | 0x7eu;  // saturate (infinities too)
