@@ -1,4 +1,4 @@
-// The KV-cache write ops on the cuda backend against the cpu
+// The KV-cache write ops on a GPU backend (cuda, or vulkan with --backend=vulkan) against the cpu
 // backend, which runs the reference implementations (the oracle). Both
 // devices get the same random, non-zero inputs; every output buffer is
 // poisoned (0xff: bf16 and fp8 NaN) on both before the op runs, so an
