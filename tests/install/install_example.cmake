@@ -34,7 +34,7 @@ foreach(file
     include/sparkrt/plugin_api.h include/sparkrt/plugin_sdk.h include/sparkrt/ops/kv_cache.h
     ${LIBDIR}/libsparkrt.so ${LIBDIR}/libsparkrt_ops.so
     ${PLUGIN_SUBDIR}/libsparkrt_backend_mock.so
-    ${KERNEL_SUBDIR}/vector_ops.ptx
+    ${KERNEL_SUBDIR}/vector_ops.sig ${KERNEL_SUBDIR}/vector_ops.spv
     bin/sparkrt
     ${LIBDIR}/cmake/sparkrt/sparkrtConfig.cmake
     ${LIBDIR}/cmake/sparkrt/sparkrtConfigVersion.cmake
