@@ -1,0 +1,28 @@
+// paged_decode_attn_bf16 (kernels/ptx/paged_attention.cu; contract in docs/kernels.md, "Module
+// paged_attention"): one pass: out[seq][h] = softmax(scores) V, rounded once to bf16. grid
+// (num_q_heads / hpc, num_seqs), block 256. The computation: sparkrt_paged_decode.glsl.
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "sparkrt.glsl"
+#include "sparkrt_numeric.glsl"
+
+layout(push_constant, scalar) uniform Params {
+  U16Ptr q;
+  U16Ptr k_cache;
+  U16Ptr v_cache;
+  U16Ptr out_;
+  I32Ptr block_tables;
+  I32Ptr seq_lens;
+  uint max_blocks_per_seq;
+  uint num_q_heads;
+  uint num_kv_heads;
+  uint head_dim;
+  uint block_size;
+  float inv_sqrt_d;
+  uint q_stride;
+  uint sliding_window;
+} p;
+
+#define PA_FP8 0
+#define PA_MODE PA_ONE_PASS
+#include "sparkrt_paged_decode.glsl"

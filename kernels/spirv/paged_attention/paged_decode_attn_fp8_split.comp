@@ -1,0 +1,34 @@
+// paged_decode_attn_fp8_split (kernels/ptx/paged_attention.cu; contract in docs/kernels.md,
+// "Module paged_attention"): split z of the window: its unnormalised partial sums and (max, sum)
+// in base 2, for paged_decode_attn_combine. grid (num_q_heads / hpc, num_seqs, num_splits), block
+// 256. The computation: sparkrt_paged_decode.glsl.
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "sparkrt.glsl"
+#include "sparkrt_numeric.glsl"
+
+layout(push_constant, scalar) uniform Params {
+  U16Ptr q;
+  U8Ptr k_cache;
+  U8Ptr v_cache;
+  F32Ptr part_acc;
+  F32Ptr part_ml;
+  I32Ptr block_tables;
+  I32Ptr seq_lens;
+  uint max_blocks_per_seq;
+  uint num_q_heads;
+  uint num_kv_heads;
+  uint head_dim;
+  uint block_size;
+  float inv_sqrt_d;
+  float k_scale;
+  float v_scale;
+  uint q_stride;
+  uint64_t cache_stride;
+  uint sliding_window;
+  uint num_splits;
+} p;
+
+#define PA_FP8 1
+#define PA_MODE PA_SPLIT
+#include "sparkrt_paged_decode.glsl"

@@ -1,0 +1,36 @@
+// paged_decode_attn_fp8_split_merge (kernels/ptx/paged_attention.cu; contract in docs/kernels.md,
+// "Module paged_attention"): the split entry's partials, then the last workgroup of each
+// (sequence, head group) merges them into out and sets its counter back to 0. grid (num_q_heads /
+// hpc, num_seqs, num_splits), block 256. The computation: sparkrt_paged_decode.glsl.
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "sparkrt.glsl"
+#include "sparkrt_numeric.glsl"
+
+layout(push_constant, scalar) uniform Params {
+  U16Ptr q;
+  U8Ptr k_cache;
+  U8Ptr v_cache;
+  U16Ptr out_;
+  F32Ptr part_acc;
+  F32Ptr part_ml;
+  U32Ptr counters;
+  I32Ptr block_tables;
+  I32Ptr seq_lens;
+  uint max_blocks_per_seq;
+  uint num_q_heads;
+  uint num_kv_heads;
+  uint head_dim;
+  uint block_size;
+  float inv_sqrt_d;
+  float k_scale;
+  float v_scale;
+  uint q_stride;
+  uint64_t cache_stride;
+  uint sliding_window;
+  uint num_splits;
+} p;
+
+#define PA_FP8 1
+#define PA_MODE PA_SPLIT_MERGE
+#include "sparkrt_paged_decode.glsl"
