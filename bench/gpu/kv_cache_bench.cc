@@ -5,7 +5,7 @@
 //   sparkrt_kv_cache_bench [--backend cuda|vulkan] [--json out.json] [--reps 15] [--quick]
 //                          [--decode-only | --writes-only] [--decode-subset]
 //                          [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... [--splits N]
-//                          [--window W]
+//                          [--window W] [--no-turbo]
 //
 // --decode-only skips the cache writes, --writes-only the decode; --decode-subset times a few decode
 // shapes that span the cases (batch 1 and large batches, GQA 4 and 8, MHA),
@@ -17,6 +17,7 @@
 // baseline skips such rows). A module the backend has no kernels for (the
 // TurboQuant ones on vulkan) is left out, and said so. The run also times
 // the host's cost of one launch (vector_ops.empty_10_args, back to back).
+// --no-turbo leaves the TurboQuant rows out on any backend.
 //
 // Each configuration is timed as a CUDA graph of back-to-back ops (captured
 // through sparkrt.graph.v1, so host submission never starves the GPU),
@@ -77,6 +78,7 @@ struct Args {
   std::vector<Shape> decode_shapes;
   uint32_t splits = 0;  // 0: the op's choice
   uint32_t window = 0;  // decode's sliding window, 0: none
+  bool turbo = true;
 };
 
 struct Row {
@@ -407,6 +409,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) {
       args.json = argv[++i];
+    } else if (a == "--no-turbo") {
+      args.turbo = false;
     } else if (a == "--backend" && i + 1 < argc) {
       args.backend = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
@@ -435,7 +439,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--backend NAME] [--json out.json] [--reps N] [--quick] [--decode-only] [--writes-only] "
                    "[--decode-subset] [--decode-shape BATCHxCONTEXTxQHEADSxKVHEADS]... "
-                   "[--splits N] [--window W]\n",
+                   "[--splits N] [--window W] [--no-turbo]\n",
                    argv[0]);
       return 2;
     }
@@ -451,8 +455,8 @@ int main(int argc, char** argv) {
   const auto pa = ok(ops::PagedAttentionKernels::resolve(dev), "resolve kernels");
   auto tk = ops::TurboKvCacheKernels::resolve(dev);
   auto tpa = ops::TurboPagedAttentionKernels::resolve(dev);
-  const bool turbo = tk.ok() && tpa.ok();
-  if (!turbo)
+  const bool turbo = args.turbo && tk.ok() && tpa.ok();
+  if (args.turbo && !turbo)
     std::printf("TurboQuant rows left out: %s\n",
                 std::string((tk.ok() ? tpa.status() : tk.status()).message()).c_str());
   const Stream stream = ok(dev.create_stream(), "stream");

@@ -44,6 +44,8 @@ run() {  # name, command...
 }
 validate=--set-env=SPARKRT_VULKAN_VALIDATION=1
 bin=$build/bin
+part=${PART:-all}
+if [ "$part" != bench ]; then
 run vulkan_info env SPARKRT_BACKEND=vulkan "$bin/sparkrt" info
 run conformance_vulkan "$bin/sparkrt_conformance" --backend=vulkan "$validate"
 run conformance_cuda "$bin/sparkrt_conformance" --backend=cuda
@@ -58,13 +60,15 @@ cap=--set-env=SPARKRT_VULKAN_MAX_ALLOCATION=1048576
 run conformance_vulkan_sparse "$bin/sparkrt_conformance" --backend=vulkan "$validate" "$cap"
 run vulkan_kv_cache_sparse "$bin/sparkrt_kv_cache_gpu_test" --backend=vulkan \
   --set-env=SPARKRT_KERNEL_PATH= "$validate" "$cap"
+fi
+[ "$part" = tests ] && exit $status
 
 shapes=(--decode-shape 8x4096x32x8 --decode-shape 32x4096x32x8 --decode-shape 8x16384x32x8
         --decode-shape 32x16384x32x8 --decode-shape 128x4096x32x8 --decode-shape 1x4096x32x8)
 bench() {  # backend, index
-  "$bin/sparkrt_kv_cache_bench" --backend "$1" --writes-only --reps "${REPS:-9}" \
+  "$bin/sparkrt_kv_cache_bench" --backend "$1" --no-turbo --writes-only --reps "${REPS:-9}" \
     --json "$out/kv_writes_$1_$2.json" > "$out/kv_writes_$1_$2.txt" 2>&1 || status=1
-  "$bin/sparkrt_kv_cache_bench" --backend "$1" "${shapes[@]}" --reps "${REPS:-9}" \
+  "$bin/sparkrt_kv_cache_bench" --backend "$1" --no-turbo "${shapes[@]}" --reps "${REPS:-9}" \
     --json "$out/kv_decode_$1_$2.json" > "$out/kv_decode_$1_$2.txt" 2>&1 || status=1
   tail -n 3 "$out/kv_decode_$1_$2.txt"
 }
