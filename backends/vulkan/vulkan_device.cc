@@ -153,7 +153,7 @@ absl::Status VulkanDevice::init(int index) {
     char* end = nullptr;
     errno = 0;
     const unsigned long long v = std::strtoull(cap, &end, 10);
-    if (errno != 0 || *end != '\0' || cap[0] == '-' || v < (1u << 20))
+    if (errno != 0 || *end != '\0' || cap[0] < '0' || cap[0] > '9' || v < (1u << 20))
       return absl::InvalidArgumentError(absl::StrFormat(
           "vulkan: SPARKRT_VULKAN_MAX_ALLOCATION='%s' is not a byte count of at least 1 MiB "
           "(1048576); unset it or give one",
@@ -459,6 +459,29 @@ absl::Status VulkanDevice::make_sparse_buffer(uint64_t size, VkBufferUsageFlags 
   if (r == VK_SUCCESS) r = vk_.vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX);
   vk_.vkDestroyFence(device_, fence, nullptr);
   if (r != VK_SUCCESS) return fail(vk_error(r, "vkQueueBindSparse"));
+  return absl::OkStatus();
+}
+
+absl::Status VulkanDevice::make_mapped_buffer(uint64_t bytes, VkBufferUsageFlags usage,
+                                              bool device_address, const char* what,
+                                              VkBuffer& buffer, VkDeviceMemory& memory,
+                                              std::byte*& mapped) {
+  buffer = VK_NULL_HANDLE;
+  memory = VK_NULL_HANDLE;
+  if (auto st = make_buffer(bytes, usage, true, buffer, memory, device_address); !st.ok()) {
+    buffer = VK_NULL_HANDLE;
+    memory = VK_NULL_HANDLE;
+    return st;
+  }
+  void* p = nullptr;
+  if (VkResult r = vk_.vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &p); r != VK_SUCCESS) {
+    vk_.vkDestroyBuffer(device_, buffer, nullptr);
+    vk_.vkFreeMemory(device_, memory, nullptr);
+    buffer = VK_NULL_HANDLE;
+    memory = VK_NULL_HANDLE;
+    return vk_error(r, absl::StrFormat("vkMapMemory (%s)", what));
+  }
+  mapped = static_cast<std::byte*>(p);
   return absl::OkStatus();
 }
 
@@ -888,18 +911,11 @@ absl::Status VulkanDevice::copy_through_host(std::unique_lock<std::mutex>& lock,
     }
     if (staging_.buffer == VK_NULL_HANDLE) {
       staging_.bytes = std::min(kStagingBytes, max_allocation_);
-      if (auto st = make_buffer(staging_.bytes,
-                                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                                true, staging_.buffer, staging_.memory, false);
-          !st.ok()) {
-        staging_.buffer = VK_NULL_HANDLE;
+      if (auto st = make_mapped_buffer(
+              staging_.bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+              false, "staging", staging_.buffer, staging_.memory, staging_.mapped);
+          !st.ok())
         return st;
-      }
-      void* p = nullptr;
-      if (VkResult r = vk_.vkMapMemory(device_, staging_.memory, 0, VK_WHOLE_SIZE, 0, &p);
-          r != VK_SUCCESS)
-        return vk_error(r, "vkMapMemory (staging)");
-      staging_.mapped = static_cast<std::byte*>(p);
     }
     const uint64_t n = std::min(staging_.bytes, c.bytes - done);
     if (to_device) std::memcpy(staging_.mapped, static_cast<const std::byte*>(c.src_host) + done, n);
@@ -1054,20 +1070,12 @@ absl::StatusOr<uint64_t> VulkanDevice::copy_arguments(std::unique_lock<std::mute
                                                       std::span<const std::byte> params) {
   Stream::ArgumentRing& ring = s->arguments;
   if (ring.buffer == VK_NULL_HANDLE) {
-    if (auto st = make_buffer(kArgumentRingBytes,
-                              VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                  VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
-                              true, ring.buffer, ring.memory, true);
-        !st.ok()) {
-      ring.buffer = VK_NULL_HANDLE;
-      ring.memory = VK_NULL_HANDLE;
+    if (auto st = make_mapped_buffer(
+            kArgumentRingBytes,
+            VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT, true,
+            "argument ring", ring.buffer, ring.memory, ring.mapped);
+        !st.ok())
       return st;
-    }
-    void* p = nullptr;
-    if (VkResult r = vk_.vkMapMemory(device_, ring.memory, 0, VK_WHOLE_SIZE, 0, &p);
-        r != VK_SUCCESS)
-      return vk_error(r, "vkMapMemory (argument ring)");
-    ring.mapped = static_cast<std::byte*>(p);
     auto where = vk_struct<VkBufferDeviceAddressInfo>(VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO);
     where.buffer = ring.buffer;
     ring.address = vk_.vkGetBufferDeviceAddress(device_, &where);

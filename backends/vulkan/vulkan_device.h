@@ -189,6 +189,11 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   absl::Status make_buffer(uint64_t bytes, VkBufferUsageFlags usage, bool host, VkBuffer& buffer,
                            VkDeviceMemory& memory, bool device_address,
                            VkMemoryPropertyFlags* flags = nullptr);
+  // A host-visible, coherent buffer, mapped (the staging buffer, the
+  // argument rings); on failure nothing is left and the handles are null.
+  absl::Status make_mapped_buffer(uint64_t bytes, VkBufferUsageFlags usage, bool device_address,
+                                  const char* what, VkBuffer& buffer, VkDeviceMemory& memory,
+                                  std::byte*& mapped);
   absl::StatusOr<uint32_t> take_query_slot();
 
   const Instance& instance_;
