@@ -10,7 +10,9 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "fill_bytes_spv.h"  // after <cstdint>: it declares a uint32_t array
+// After <cstdint>: they declare uint32_t arrays.
+#include "copy_bytes_spv.h"
+#include "fill_bytes_spv.h"
 
 namespace sparkrt::vulkan {
 namespace {
@@ -24,6 +26,10 @@ constexpr uint32_t kMaxBatchCommands = 64;
 constexpr uint32_t kQueriesPerPool = 64;
 constexpr uint64_t kStagingBytes = uint64_t{32} << 20;
 constexpr uint32_t kFillBlock = 64;
+constexpr uint32_t kCopyBlock = 256;
+// Bytes one copy_bytes dispatch moves at most: its 16-byte index stays far
+// from 32-bit overflow.
+constexpr uint64_t kCopyChunkBytes = uint64_t{1} << 34;
 constexpr uint64_t kWaitSliceNs = 1'000'000'000;
 // A stream's argument ring (parameters too large for push constants): its
 // size, and the alignment of each launch's copy (a cache line).
@@ -47,6 +53,15 @@ struct FillArgs {
   uint64_t address;
   uint32_t value;
   uint32_t count;
+};
+
+// The parameters of the built-in copy_bytes kernel (copy_bytes.comp).
+constexpr SparkrtParamInfo kCopyParams[] = {{0, 8, 8}, {8, 8, 8}, {16, 4, 4}, {20, 4, 4}};
+struct CopyArgs {
+  uint64_t dst;
+  uint64_t src;
+  uint32_t vectors;  // 16-byte units
+  uint32_t tail;     // bytes after them, fewer than 16
 };
 
 }  // namespace
@@ -243,23 +258,32 @@ absl::Status VulkanDevice::init(int index) {
   streams_.erase(*first);
   streams_.emplace(0, std::move(default_stream));
 
-  // The built-in kernel that sets bytes a fill of whole words cannot.
-  const std::string_view spv(reinterpret_cast<const char*>(sparkrt_fill_bytes_spv),
-                             sizeof(sparkrt_fill_bytes_spv));
-  auto module = load_module("sparkrt_vulkan_builtin", SPARKRT_IMAGE_SPIRV,
-                            std::as_bytes(std::span(spv.data(), spv.size())));
-  if (!module.ok()) return module.status();
-  builtin_.reset(static_cast<VulkanModule*>(module->release()));
-  auto fill = builtin_->get_kernel("fill_bytes", kFillParams);
+  // The built-in kernels: bytes a fill of whole words cannot set, and
+  // device-to-device copies.
+  auto builtin = [&](std::span<const uint32_t> words, const char* entry,
+                     std::span<const SparkrtParamInfo> params,
+                     std::unique_ptr<VulkanModule>& module) -> absl::StatusOr<VulkanKernel*> {
+    auto loaded = load_module("sparkrt_vulkan_builtin", SPARKRT_IMAGE_SPIRV, std::as_bytes(words));
+    if (!loaded.ok()) return loaded.status();
+    module.reset(static_cast<VulkanModule*>(loaded->release()));
+    auto kernel = module->get_kernel(entry, params);
+    if (!kernel.ok()) return kernel.status();
+    return static_cast<VulkanKernel*>(*kernel);
+  };
+  auto fill = builtin(sparkrt_fill_bytes_spv, "fill_bytes", kFillParams, builtin_fill_);
   if (!fill.ok()) return fill.status();
-  fill_bytes_ = static_cast<VulkanKernel*>(*fill);
+  fill_bytes_ = *fill;
+  auto copy = builtin(sparkrt_copy_bytes_spv, "copy_bytes", kCopyParams, builtin_copy_);
+  if (!copy.ok()) return copy.status();
+  copy_bytes_ = *copy;
   return absl::OkStatus();
 }
 
 VulkanDevice::~VulkanDevice() {
   if (device_ == VK_NULL_HANDLE) return;
   vk_.vkDeviceWaitIdle(device_);
-  builtin_.reset();
+  builtin_fill_.reset();
+  builtin_copy_.reset();
   std::vector<VkCommandBuffer> cmds = std::move(free_cmds_);
   for (auto& [handle, s] : streams_) {
     if (s->open != VK_NULL_HANDLE) cmds.push_back(s->open);
@@ -822,6 +846,29 @@ absl::Status VulkanDevice::fill(Stream& s, SparkrtDevicePtr dst, Range range, ui
   return bytes_kernel(head + middle, tail);
 }
 
+absl::Status VulkanDevice::copy_kernel(Stream& s, SparkrtDevicePtr dst, SparkrtDevicePtr src,
+                                       uint64_t bytes) {
+  auto pipeline = copy_bytes_->pipeline({kCopyBlock, 1, 1}, 0);
+  if (!pipeline.ok()) return pipeline.status();
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t n = std::min(kCopyChunkBytes, bytes - done);
+    const CopyArgs args{dst + done, src + done, static_cast<uint32_t>(n / 16),
+                        static_cast<uint32_t>(n % 16)};
+    // Four vectors a thread; a grid-stride loop past the grid's limit.
+    const uint64_t groups = std::clamp<uint64_t>((n / 16 + 4 * kCopyBlock - 1) / (4 * kCopyBlock),
+                                                 1, props_.limits.maxComputeWorkGroupCount[0]);
+    auto cmd = record(s);
+    if (!cmd.ok()) return cmd.status();
+    vk_.vkCmdBindPipeline(*cmd, VK_PIPELINE_BIND_POINT_COMPUTE, *pipeline);
+    vk_.vkCmdPushConstants(*cmd, copy_bytes_->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(args),
+                           &args);
+    vk_.vkCmdDispatch(*cmd, static_cast<uint32_t>(groups), 1, 1);
+    if (auto st = command_recorded(s); !st.ok()) return st;
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status VulkanDevice::memset(SparkrtDevicePtr dst, uint8_t value, uint64_t bytes,
                                   SparkrtStream stream, bool blocking) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -851,6 +898,15 @@ absl::Status VulkanDevice::memcpy(const SparkrtMemcpyArgs& c) {
       if (!from.ok()) return from.status();
       auto to = resolve(c.dst_device, c.bytes, "memcpy destination");
       if (!to.ok()) return to.status();
+      // copy_bytes where both ends are 16-byte aligned and the ranges are
+      // apart; vkCmdCopyBuffer otherwise.
+      const bool apart = from->allocation != to->allocation ||
+                         c.src_device + c.bytes <= c.dst_device ||
+                         c.dst_device + c.bytes <= c.src_device;
+      if (apart && ((c.src_device | c.dst_device) & 15) == 0) {
+        if (auto st = copy_kernel(*target, c.dst_device, c.src_device, c.bytes); !st.ok()) return st;
+        return c.blocking ? drain(lock, target) : absl::OkStatus();
+      }
       src = from->allocation->buffer, region.srcOffset = from->offset;
       dst = to->allocation->buffer, region.dstOffset = to->offset;
       break;

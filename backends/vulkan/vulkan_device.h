@@ -161,6 +161,8 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   // Frees the command buffers of batches the GPU has finished.
   void retire(Stream& s);
   absl::Status fill(Stream& s, SparkrtDevicePtr dst, Range range, uint8_t value, uint64_t bytes);
+  // Records copy_bytes from src to dst: both 16-byte aligned, the ranges apart.
+  absl::Status copy_kernel(Stream& s, SparkrtDevicePtr dst, SparkrtDevicePtr src, uint64_t bytes);
   // The device address of `bytes` in the argument ring of `s`, for its open
   // batch, holding a copy of `params`. When the ring is full it waits, with
   // mu_ released, for the oldest batch using it.
@@ -215,8 +217,10 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   uint64_t max_allocation_ = 0;  // one allocation's limit (SPARKRT_VULKAN_MAX_ALLOCATION may lower it)
   bool sparse_ = false;          // sparse binding: buffers beyond max_allocation_
   uint64_t device_heap_bytes_ = 0;  // the largest device-local heap
-  std::unique_ptr<VulkanModule> builtin_;  // the backend's own fill_bytes kernel
+  // The backend's own kernels (fill_bytes.comp, copy_bytes.comp).
+  std::unique_ptr<VulkanModule> builtin_fill_, builtin_copy_;
   VulkanKernel* fill_bytes_ = nullptr;
+  VulkanKernel* copy_bytes_ = nullptr;
 
   mutable std::mutex mu_;
   std::map<uint64_t, Allocation> allocations_;  // by returned address
