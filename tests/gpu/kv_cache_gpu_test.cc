@@ -138,6 +138,40 @@ TEST_CASE("reshape_and_cache_fp8 matches the reference bit for bit, saturation i
   }
 }
 
+// Every bf16 code (NaN, infinities, subnormals, exact fp8 midpoints) through
+// the fp8 write for scales whose quotients land on and near fp8 rounding
+// midpoints, and for scales too small or too large for a reciprocal.
+TEST_CASE("reshape_and_cache_fp8 is exact for every bf16 input") {
+  Pair& p = pair();
+  const uint32_t tokens = 64, dim = 1024, block_size = 16;
+  std::vector<bf16_bits> all(size_t{tokens} * dim);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = bf16_bits(i);
+  std::vector<int64_t> identity(tokens);
+  for (uint32_t t = 0; t < tokens; ++t) identity[t] = t;
+  BufferPair key(p, all), value(p, all), slots(p, identity);
+  const uint64_t cache_stride = uint64_t{block_size} * dim;
+  const float scales[][2] = {{1.0f, 3.0f},     {0.004f, 0.0371f}, {1.5f, 0.1f},
+                             {1e-30f, 1e-38f}, {3e38f, 7.0f},     {0.33333334f, 6.5f}};
+  for (const auto& sc : scales) {
+    INFO("k_scale " << sc[0] << " v_scale " << sc[1]);
+    BufferPair kc(p, tokens * dim), vc(p, tokens * dim);
+    kc.poison();
+    vc.poison();
+    for (int side = 0; side < 2; ++side) {
+      Side& s = side == 0 ? p.gpu : p.cpu;
+      REQUIRE_OK(ops::reshape_and_cache_fp8(
+          *s.dev, s.k,
+          {.key = key.on(side), .value = value.on(side), .k_cache = kc.on(side),
+           .v_cache = vc.on(side), .slot_mapping = slots.on(side), .num_tokens = tokens,
+           .num_kv_heads = 1, .head_dim = dim, .block_size = block_size, .k_scale = sc[0],
+           .v_scale = sc[1], .key_stride = dim, .value_stride = dim,
+           .cache_stride = cache_stride}));
+    }
+    check_bitwise<uint8_t>(kc, "k_cache fp8");
+    check_bitwise<uint8_t>(vc, "v_cache fp8");
+  }
+}
+
 // Elementwise comparison of two caches of decoded values: bit-equal where
 // the reference left the poison, else within rel * |ref| + abs_frac * max
 // over the row of `row` elements.

@@ -25,23 +25,29 @@ layout(push_constant, scalar) uniform Params {
 } p;
 
 void main() {
+  // The slot's load is not waited for before the rows' loads are issued.
   const int64_t slot = p.slot_mapping.v[blockIdx.x];
-  if (slot < 0) return;
   const uint row = p.num_kv_heads * p.head_dim;
   const uint64_t k = uint64_t(p.key) + 2ul * (uint64_t(blockIdx.x) * p.key_stride);
   const uint64_t v = uint64_t(p.value) + 2ul * (uint64_t(blockIdx.x) * p.value_stride);
-  const uint64_t kd = uint64_t(p.k_cache) + 2ul * (uint64_t(slot) * row);
-  const uint64_t vd = uint64_t(p.v_cache) + 2ul * (uint64_t(slot) * row);
   // Rows of whole 16-byte units on 16-byte boundaries move in uvec4s
-  // (slot * row keeps the caches' alignment when row % 8 == 0).
+  // (slot * row keeps the caches' alignment when row % 8 == 0), the K row's
+  // and then the V row's spread over all the threads.
   if (row % 8u == 0u && ((k | v | uint64_t(p.k_cache) | uint64_t(p.v_cache)) & 15ul) == 0ul) {
-    U32x4Ptr ks = U32x4Ptr(k), vs = U32x4Ptr(v), kt = U32x4Ptr(kd), vt = U32x4Ptr(vd);
-    for (uint i = threadIdx.x; i < row / 8u; i += blockDim.x) {
-      kt.v[i] = ks.v[i];
-      vt.v[i] = vs.v[i];
+    const uint units = row / 8u;
+    for (uint i = threadIdx.x; i < 2u * units; i += blockDim.x) {
+      const bool is_k = i < units;
+      const uint u = is_k ? i : i - units;
+      const uvec4 x = U32x4Ptr(is_k ? k : v).v[u];
+      if (slot < 0) return;
+      const uint64_t cache = is_k ? uint64_t(p.k_cache) : uint64_t(p.v_cache);
+      U32x4Ptr(cache + 2ul * (uint64_t(slot) * row)).v[u] = x;
     }
   } else {
-    U16Ptr ks = U16Ptr(k), vs = U16Ptr(v), kt = U16Ptr(kd), vt = U16Ptr(vd);
+    if (slot < 0) return;
+    U16Ptr ks = U16Ptr(k), vs = U16Ptr(v);
+    U16Ptr kt = U16Ptr(uint64_t(p.k_cache) + 2ul * (uint64_t(slot) * row));
+    U16Ptr vt = U16Ptr(uint64_t(p.v_cache) + 2ul * (uint64_t(slot) * row));
     for (uint i = threadIdx.x; i < row; i += blockDim.x) {
       kt.v[i] = ks.v[i];
       vt.v[i] = vs.v[i];
