@@ -1,6 +1,9 @@
-// paged_decode_attn_bf16 (kernels/ptx/paged_attention.cu; contract in docs/kernels.md, "Module
-// paged_attention"): one pass: out[seq][h] = softmax(scores) V, rounded once to bf16. grid
-// (num_q_heads / hpc, num_seqs), block 256. The computation: sparkrt_paged_decode.glsl.
+// paged_decode_attn_bf16 (kernels/ptx/paged_attention.cu; contract in
+// docs/kernels.md, "Module paged_attention"): decode attention of one query
+// token per sequence over a paged bf16 cache, out = softmax(q K^T *
+// inv_sqrt_d) V per query head, rounded once to bf16. Grid (num_q_heads /
+// hpc, num_seqs), block 256: a workgroup serves hpc (1 to 8) query heads of
+// one KV head. The computation: paged_attention.glsl.
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "sparkrt.glsl"
@@ -25,4 +28,4 @@ layout(push_constant, scalar) uniform Params {
 
 #define PA_FP8 0
 #define PA_MODE PA_ONE_PASS
-#include "sparkrt_paged_decode.glsl"
+#include "paged_attention.glsl"

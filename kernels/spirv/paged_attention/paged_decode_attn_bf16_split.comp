@@ -1,7 +1,9 @@
-// paged_decode_attn_bf16_split (kernels/ptx/paged_attention.cu; contract in docs/kernels.md,
-// "Module paged_attention"): split z of the window: its unnormalised partial sums and (max, sum)
-// in base 2, for paged_decode_attn_combine. grid (num_q_heads / hpc, num_seqs, num_splits), block
-// 256. The computation: sparkrt_paged_decode.glsl.
+// paged_decode_attn_bf16_split (kernels/ptx/paged_attention.cu; contract in
+// docs/kernels.md, "Split-KV"): split z = blockIdx.z of each sequence's
+// tokens (boundaries on multiples of 16), bf16 cache; writes the split's
+// unnormalised output part_acc and its (max, sum) in base 2 part_ml, for
+// paged_decode_attn_combine to merge. Grid (num_q_heads / hpc, num_seqs,
+// num_splits), block 256. The computation: paged_attention.glsl.
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "sparkrt.glsl"
@@ -28,4 +30,4 @@ layout(push_constant, scalar) uniform Params {
 
 #define PA_FP8 0
 #define PA_MODE PA_SPLIT
-#include "sparkrt_paged_decode.glsl"
+#include "paged_attention.glsl"

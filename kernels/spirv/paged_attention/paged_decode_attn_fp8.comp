@@ -1,6 +1,10 @@
-// paged_decode_attn_fp8 (kernels/ptx/paged_attention.cu; contract in docs/kernels.md, "Module
-// paged_attention"): one pass: out[seq][h] = softmax(scores) V, rounded once to bf16. grid
-// (num_q_heads / hpc, num_seqs), block 256. The computation: sparkrt_paged_decode.glsl.
+// paged_decode_attn_fp8 (kernels/ptx/paged_attention.cu; contract in
+// docs/kernels.md, "Module paged_attention"): decode attention of one query
+// token per sequence over a paged fp8 E4M3 cache, K = fp8 * k_scale, V =
+// fp8 * v_scale, blocks cache_stride elements apart; out rounded once to
+// bf16. Grid (num_q_heads / hpc, num_seqs), block 256: a workgroup serves
+// hpc (1 to 8) query heads of one KV head. The computation:
+// paged_attention.glsl.
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "sparkrt.glsl"
@@ -28,4 +32,4 @@ layout(push_constant, scalar) uniform Params {
 
 #define PA_FP8 1
 #define PA_MODE PA_ONE_PASS
-#include "sparkrt_paged_decode.glsl"
+#include "paged_attention.glsl"

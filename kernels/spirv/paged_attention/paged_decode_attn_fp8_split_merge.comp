@@ -1,7 +1,10 @@
-// paged_decode_attn_fp8_split_merge (kernels/ptx/paged_attention.cu; contract in docs/kernels.md,
-// "Module paged_attention"): the split entry's partials, then the last workgroup of each
-// (sequence, head group) merges them into out and sets its counter back to 0. grid (num_q_heads /
-// hpc, num_seqs, num_splits), block 256. The computation: sparkrt_paged_decode.glsl.
+// paged_decode_attn_fp8_split_merge (kernels/ptx/paged_attention.cu;
+// contract in docs/kernels.md, "Split-KV"): the split entry's partials (fp8
+// E4M3 cache), then the last workgroup of each (sequence, blockIdx.x) to
+// arrive on counters[seq * grid.x + blockIdx.x] merges them into out as
+// paged_decode_attn_combine does and sets the counter back to 0. Grid
+// (num_q_heads / hpc, num_seqs, num_splits), block 256. The computation and
+// the memory ordering: paged_attention.glsl.
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "sparkrt.glsl"
@@ -33,4 +36,4 @@ layout(push_constant, scalar) uniform Params {
 
 #define PA_FP8 1
 #define PA_MODE PA_SPLIT_MERGE
-#include "sparkrt_paged_decode.glsl"
+#include "paged_attention.glsl"
