@@ -30,7 +30,9 @@ absl::Status run_signatures(std::span<const std::string_view> args, std::ostream
 // V write, paged decode attention) on the device the environment selects,
 // checked against float64 or the cpu backend and timed per op. v_bits 0: a
 // bf16 KV cache; 2, 3 or 4: a TurboQuant V cache of that many bits a value.
-absl::Status run_demo(uint32_t v_bits, std::ostream& out);
+// num_devices > 1: the heads split over that many devices of the backend
+// (tensor parallel), the outputs all-gathered and checked against one device.
+absl::Status run_demo(uint32_t v_bits, int num_devices, std::ostream& out);
 
 // The backend conformance suite against one plugin (`sparkrt conformance
 // [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest

@@ -17,12 +17,14 @@
 #include <cstring>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "demo_layer.h"
+#include "sparkrt/communicator.h"
 #include "sparkrt/contract/turbo_kv_cache.h"
 #include "sparkrt/device.h"
 #include "sparkrt/numeric.h"
@@ -339,9 +341,138 @@ absl::Status show_mock_launches(Device& dev, const LayerInputs& in, const StepRe
   return absl::OkStatus();
 }
 
+// The median step time: the sum of the ops' medians.
+double step_us(const StepResult& r) {
+  double us = 0;
+  for (const OpTiming& t : r.timings) us += t.median_us;
+  return us;
+}
+
+// --devices N: the heads split over N devices of the selected backend (rank
+// r on device index r), each rank's output all-gathered, against the same
+// step on one device.
+absl::Status run_tensor_parallel(uint32_t v_bits, int num_devices, std::ostream& out) {
+  const LayerInputs in = LayerInputs::make(LayerShape{.v_bits = v_bits}, kSeed);
+  const LayerShape& sh = in.shape;
+  const uint32_t n = static_cast<uint32_t>(num_devices);
+  if (sh.num_kv_heads % n != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--devices %d: the demo layer has %d KV heads, which must split evenly (1, 2 or 4 "
+        "devices)",
+        n, sh.num_kv_heads));
+  std::vector<std::unique_ptr<Device>> owned;
+  std::vector<Device*> devs;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto d = Device::open({.backend = "", .device_index = static_cast<int>(i)});
+    if (!d.ok())
+      return absl::Status(d.status().code(),
+                          absl::StrFormat("--devices %d: device %d: %s", n, i,
+                                          d.status().message()));
+    devs.push_back(d->get());
+    owned.push_back(*std::move(d));
+  }
+  Device& first = *devs[0];
+  const std::string backend = first.backend_name();
+  auto library = Communicator::library(first);
+  if (!library.ok()) return library.status();
+  out << absl::StrFormat("devices: %d x %s (backend %s %s), collectives: %s\n", n,
+                         first.properties().name, backend, first.plugin_version(), *library);
+  out << absl::StrFormat(
+      "layer: %d sequences with contexts [%s]; %d query heads over %d KV heads, head_dim %d; %s "
+      "KV cache\ntensor parallel: each device writes %d KV heads and decodes their %d query "
+      "heads; the outputs are all-gathered\n",
+      sh.num_seqs(), absl::StrJoin(sh.context, ", "), sh.num_q_heads, sh.num_kv_heads,
+      sh.head_dim, v_bits == 0 ? std::string("bf16") : absl::StrFormat("TurboQuant %d-bit V", v_bits),
+      sh.num_kv_heads / n, sh.num_q_heads / n);
+  out.flush();
+
+  auto comms = Communicator::create_all(devs);
+  if (!comms.ok()) return comms.status();
+  const bool mock = backend == "mock";
+  const int timed = mock ? 0 : kTimedIterations;
+
+  // One thread per rank: a rank's all-gather waits for its peers.
+  std::vector<absl::StatusOr<StepResult>> results(n, absl::UnknownError("not run"));
+  std::vector<std::vector<uint16_t>> gathered(n);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Device& dev = *devs[r];
+      Communicator& comm = *(*comms)[r];
+      const OutputHook gather = [&](DevicePtr o, uint64_t elements, Stream stream) -> absl::Status {
+        auto buf = dev.alloc(elements * n * 2);
+        if (!buf.ok()) return buf.status();
+        absl::Status s = dev.memset(*buf, 0xff, elements * n * 2);
+        if (s.ok()) s = comm.all_gather(o, *buf, elements, DataType::kBF16, stream);
+        if (s.ok()) s = dev.synchronize(stream);
+        gathered[r].resize(elements * n);
+        if (s.ok()) s = dev.copy_d2h(*buf, gathered[r]);
+        const absl::Status freed = dev.free(*buf);
+        return s.ok() ? freed : s;
+      };
+      results[r] = run_decode_step(dev, head_slice(in, r, n), timed, gather);
+      // A failed rank must not leave the others waiting for its all-gather.
+      if (!results[r].ok()) comm.abort().IgnoreError();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (uint32_t r = 0; r < n; ++r)
+    if (!results[r].ok())
+      return absl::Status(results[r].status().code(),
+                          absl::StrFormat("rank %d: %s", r, results[r].status().message()));
+  for (auto& c : *comms) SPARKRT_RETURN_IF_ERROR(c->destroy());
+
+  bool ok = true;
+  Comparison same{.what = "all-gathered outputs", .bound = "exact"};
+  for (uint32_t r = 1; r < n; ++r)
+    same.add_exact(gathered[r] == gathered[0], absl::StrFormat("rank %d's copy", r));
+  if (mock) {
+    auto inspector = testing::MockInspector::attach(first);
+    if (!inspector.ok()) return inspector.status();
+    out << "result: not computed (the mock backend records instead of running); the "
+           "all-gather moved the ranks' (unwritten) outputs\n";
+    same.print(out);
+    ok = same.ok();
+  } else {
+    // One device, the whole layer, for the reference and the timing.
+    auto single = run_decode_step(first, in, timed);
+    if (!single.ok()) return single.status();
+    // gathered: [rank][seq][head of the rank][dim] -> [seq][head][dim].
+    const uint64_t d = sh.head_dim, local = sh.num_q_heads / n;
+    std::vector<uint16_t> assembled(single->out.size());
+    for (uint32_t r = 0; r < n; ++r)
+      for (uint64_t s = 0; s < sh.num_seqs(); ++s)
+        std::copy_n(gathered[0].begin() + ((uint64_t{r} * sh.num_seqs() + s) * local) * d,
+                    local * d, assembled.begin() + (s * sh.num_q_heads + r * local) * d);
+    std::vector<double> want(single->out.size());
+    for (uint64_t i = 0; i < want.size(); ++i) want[i] = bf16_to_f32(single->out[i]);
+    Comparison o = compare_output(sh, assembled, want, max_abs_attended_v(in, single->v_cache),
+                                  vs_cpu::kPagedDecodeAttn, vs_cpu::kRotatedDecodeAttn);
+    o.what = "output vs one device";
+    out << absl::StrFormat("\nstep time (median of %d): one device %.1f us; %d devices:", timed,
+                           step_us(*single), n);
+    for (uint32_t r = 0; r < n; ++r) out << absl::StrFormat(" %.1f", step_us(*results[r]));
+    out << " us (each rank's step, run at the same time; the all-gather after it is untimed)\n";
+    out << "\ncheck: the tensor-parallel step against the whole layer on one device\n";
+    same.print(out);
+    o.print(out);
+    out << absl::StrFormat("output %s the one-device step's\n",
+                           assembled == single->out ? "bit-identical to" : "within the bound of");
+    ok = same.ok() && o.ok();
+  }
+  if (!ok) {
+    out << "check: FAILED\n";
+    return absl::InternalError("the tensor-parallel step differs from one device (see above)");
+  }
+  out << "check: passed\n";
+  for (Device* dev : devs) SPARKRT_RETURN_IF_ERROR(dev->close());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::Status run_demo(uint32_t v_bits, std::ostream& out) {
+absl::Status run_demo(uint32_t v_bits, int num_devices, std::ostream& out) {
+  if (num_devices > 1) return run_tensor_parallel(v_bits, num_devices, out);
   auto opened = Device::open();
   if (!opened.ok()) return opened.status();
   Device& dev = **opened;

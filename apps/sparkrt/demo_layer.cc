@@ -98,6 +98,27 @@ LayerInputs LayerInputs::make(const LayerShape& shape, uint64_t seed) {
   return in;
 }
 
+LayerInputs head_slice(const LayerInputs& in, uint32_t rank, uint32_t ranks) {
+  const LayerShape& full = in.shape;
+  LayerInputs part = in;
+  part.shape.num_kv_heads = full.num_kv_heads / ranks;
+  part.shape.num_q_heads = full.num_q_heads / ranks;
+  const uint64_t d = full.head_dim;
+  // K and V rows: [token][kv_heads][head_dim]; q rows: [seq][q_heads][head_dim].
+  const auto slice = [&](const std::vector<uint16_t>& from, uint64_t heads) {
+    const uint64_t rows = from.size() / (heads * d), mine = heads / ranks;
+    std::vector<uint16_t> to(rows * mine * d);
+    for (uint64_t r = 0; r < rows; ++r)
+      std::copy_n(from.begin() + (r * heads + rank * mine) * d, mine * d,
+                  to.begin() + r * mine * d);
+    return to;
+  };
+  part.k_in = slice(in.k_in, full.num_kv_heads);
+  part.value = slice(in.value, full.num_kv_heads);
+  part.q = slice(in.q, full.num_q_heads);
+  return part;
+}
+
 uint64_t slot_of(const LayerInputs& in, uint32_t s, uint32_t t) {
   const LayerShape& sh = in.shape;
   const int32_t block = in.block_tables[uint64_t{s} * sh.max_blocks_per_seq() + t / sh.block_size];
@@ -138,7 +159,7 @@ double max_abs_attended_v(const LayerInputs& in, const std::vector<uint8_t>& v_p
 }
 
 absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
-                                           int timed_iterations) {
+                                           int timed_iterations, const OutputHook& on_output) {
   const LayerShape& sh = in.shape;
   const uint32_t seqs = sh.num_seqs();
   const uint32_t row = sh.kv_row();
@@ -418,6 +439,10 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
           {step[op].name, step[op].launches, verify::median(us[op]), step[op].bytes});
   }
 
+  if (on_output) {
+    SPARKRT_RETURN_IF_ERROR(on_output(d_out, out_elems, stream));
+    SPARKRT_RETURN_IF_ERROR(dev.synchronize(stream));
+  }
   result.out.resize(out_elems);
   result.k_cache.resize(pool_elems);
   result.v_cache.resize(v_pool_bytes);

@@ -26,6 +26,7 @@
 #define SPARKRT_APPS_SPARKRT_DEMO_LAYER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,11 +91,22 @@ struct StepResult {
   std::vector<OpTiming> timings;  // empty unless timed
 };
 
+// Called once after the last step with the device's attention output
+// (bf16, `elements` of them) and the step's stream, before the results are
+// read back: where a tensor-parallel rank all-gathers its heads.
+using OutputHook = std::function<absl::Status(DevicePtr out, uint64_t elements, Stream stream)>;
+
 // Writes the context, then runs the decode step `1 + timed_iterations` times
 // (the first is the warm-up; steps are idempotent), timing each op with
 // events on a stream of its own. Reads the results back.
 absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
-                                           int timed_iterations);
+                                           int timed_iterations,
+                                           const OutputHook& on_output = nullptr);
+
+// Rank `rank` of `ranks`'s share of `in` for a tensor-parallel step: KV heads
+// [rank * kv / ranks, (rank + 1) * kv / ranks) and their query heads, the
+// same sequences, block tables and pool. `ranks` must divide num_kv_heads.
+LayerInputs head_slice(const LayerInputs& in, uint32_t rank, uint32_t ranks);
 
 // The same step in float64 from the contracts (sparkrt/verify/float64.h): K
 // by RMSNorm and RoPE, stored as bf16; attention as a dense softmax over each

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "sparkrt/backends.h"
+#include "sparkrt/communicator.h"
 #include "sparkrt/device.h"
 
 namespace sparkrt::cli {
@@ -67,6 +68,11 @@ void print_properties(const Device& dev, std::ostream& out) {
   if (p.accepts_signatures) formats.push_back("signatures");
   row("module images", formats.empty() ? "(none)" : absl::StrJoin(formats, ", "));
   if (p.emulated) row("emulated", "yes: the GPU API runs on the host CPU (auto passes it over)");
+  // A missing collectives library is information here, not a failure.
+  auto collectives = Communicator::library(dev);
+  row("collectives", collectives.ok() ? *collectives
+                                      : absl::StrFormat("unavailable: %s",
+                                                        collectives.status().message()));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // backend plugin against the conformance suite.
 //
 // Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <iostream>
@@ -23,11 +24,14 @@ constexpr std::string_view kUsage =
     "  signatures FILE    the signature file (<module>.sig) of a .ptx or .sig file\n"
     "  signatures --check SIG FILE...\n"
     "                     fails unless each .ptx or .spv FILE declares SIG's signatures\n"
-    "  demo [--kv FORMAT] one decode step of a small attention layer on the selected\n"
+    "  demo [--kv FORMAT] [--devices N]\n"
+    "                     one decode step of a small attention layer on the selected\n"
     "                     device, checked and timed (cpu: against float64; a GPU: against\n"
     "                     the cpu backend; mock: the recorded launches); FORMAT is the KV\n"
     "                     cache: bf16 (default), or turbo4, turbo3, turbo2 (bf16 K and a\n"
-    "                     TurboQuant V of 4, 3 or 2 bits a value)\n"
+    "                     TurboQuant V of 4, 3 or 2 bits a value); --devices 2 or 4 splits\n"
+    "                     the heads over devices 0..N-1 of the backend (tensor parallel),\n"
+    "                     all-gathers the outputs and checks them against one device\n"
     "  conformance [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest options]\n"
     "                     the backend conformance suite against one plugin (default:\n"
     "                     SPARKRT_BACKEND, else auto); --skip declares a feature the backend\n"
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
 
   enum class Command { kInfo, kModules, kSignatures, kDemo } which;
   uint32_t v_bits = 0;  // demo: the V cache format
+  int num_devices = 1;  // demo: devices the heads are split over
   if (command == "info") {
     if (!rest.empty()) return usage_error("'info' takes no arguments");
     which = Command::kInfo;
@@ -84,6 +89,21 @@ int main(int argc, char** argv) {
     which = Command::kDemo;
     for (size_t i = 0; i < rest.size(); ++i) {
       std::string_view format;
+      if (rest[i] == "--devices" || rest[i].starts_with("--devices=")) {
+        std::string_view count;
+        if (rest[i] == "--devices") {
+          if (i + 1 == rest.size()) return usage_error("--devices needs a count: 1, 2 or 4");
+          count = rest[++i];
+        } else {
+          count = rest[i].substr(10);
+        }
+        if (count.empty() || count.size() > 2 ||
+            !std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          return usage_error("--devices: '" + std::string(count) + "' is not a device count (1, 2 or 4)");
+        num_devices = std::stoi(std::string(count));
+        if (num_devices < 1) return usage_error("--devices: the count must be at least 1");
+        continue;
+      }
       if (rest[i] == "--kv") {
         if (i + 1 == rest.size()) return usage_error("--kv needs a format: " + std::string(kKvFormats));
         format = rest[++i];
@@ -124,7 +144,7 @@ int main(int argc, char** argv) {
       case Command::kInfo: status = sparkrt::cli::run_info(std::cout); break;
       case Command::kModules: status = sparkrt::cli::run_modules(rest, std::cout); break;
       case Command::kSignatures: status = sparkrt::cli::run_signatures(rest, std::cout); break;
-      case Command::kDemo: status = sparkrt::cli::run_demo(v_bits, std::cout); break;
+      case Command::kDemo: status = sparkrt::cli::run_demo(v_bits, num_devices, std::cout); break;
     }
   } catch (const std::exception& e) {
     // The runtime reports errors as statuses; this only guards helpers that

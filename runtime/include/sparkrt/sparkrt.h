@@ -3,6 +3,7 @@
 #define SPARKRT_SPARKRT_H_
 
 #include "sparkrt/backends.h"
+#include "sparkrt/communicator.h"
 #include "sparkrt/device.h"
 #include "sparkrt/kernel_launch.h"
 #include "sparkrt/kernel_store.h"
