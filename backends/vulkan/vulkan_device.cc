@@ -218,13 +218,20 @@ absl::Status VulkanDevice::init(int index) {
   in.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
   std::vector<VkQueueFamilyProperties> families(n);
   in.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, families.data());
-  bool found = false;
-  for (uint32_t i = 0; i < n && !found; ++i) {
-    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-      queue_family_ = i;
-      timestamp_bits_ = families[i].timestampValidBits;
-      found = true;
-    }
+  // A compute family, preferably one without graphics (NVIDIA's
+  // compute-only family).
+  int chosen = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    const VkQueueFlags flags = families[i].queueFlags;
+    if (!(flags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (chosen < 0 || ((families[chosen].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+                       !(flags & VK_QUEUE_GRAPHICS_BIT)))
+      chosen = static_cast<int>(i);
+  }
+  const bool found = chosen >= 0;
+  if (found) {
+    queue_family_ = static_cast<uint32_t>(chosen);
+    timestamp_bits_ = families[chosen].timestampValidBits;
   }
   if (!found)
     return absl::FailedPreconditionError(
