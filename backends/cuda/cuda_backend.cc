@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cuda_collectives.h"
 #include "cuda_device.h"
 #include "cuda_graph.h"
 #include "sparkrt/plugin_sdk.h"
@@ -46,6 +47,10 @@ const void* CudaBackend::extension(std::string_view name) {
   using Adapter = sdk::detail::Adapter<CudaBackend>;
   if (name == SPARKRT_GRAPH_EXTENSION_NAME)
     return graph_extension(&Adapter::error_code, &Adapter::error_message, &Adapter::error_destroy);
+  // Always offered: without NCCL its calls say what was tried.
+  if (name == SPARKRT_COLLECTIVES_EXTENSION_NAME)
+    return collectives_extension(&Adapter::error_code, &Adapter::error_message,
+                                 &Adapter::error_destroy);
   return nullptr;
 }
 

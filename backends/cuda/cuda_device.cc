@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cuda_collectives.h"
 #include "sparkrt/abi_names.h"
 
 namespace sparkrt::cuda {
@@ -37,7 +38,20 @@ absl::Status read_shared_optin(uint32_t& out) {
 
 std::string hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
+// The open devices, compared by address only (never dereferenced here).
+std::mutex g_open_mu;
+absl::flat_hash_set<const void*>& open_devices() {
+  static auto* set = new absl::flat_hash_set<const void*>;  // outlives every device
+  return *set;
+}
+
 }  // namespace
+
+bool CudaDevice::is_open(const SparkrtDevice* handle) {
+  if (handle == nullptr) return false;
+  std::lock_guard<std::mutex> lock(g_open_mu);
+  return open_devices().contains(handle);
+}
 
 CudaDevice::CudaDevice(int index, CUdevice device, CUcontext context, Options options)
     : index_(index), device_(device), context_(context), options_(options) {}
@@ -72,6 +86,11 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int index) {
   std::unique_ptr<CudaDevice> device(new CudaDevice(index, dev, ctx, options));
   SPARKRT_RETURN_IF_ERROR(device->make_current());
   SPARKRT_RETURN_IF_ERROR(device->query_properties());
+  {
+    // The handle the SDK adapter gives out: the sdk::Device base's address.
+    std::lock_guard<std::mutex> lock(g_open_mu);
+    open_devices().insert(static_cast<const sdk::Device*>(device.get()));
+  }
   return device;
 }
 
@@ -147,8 +166,14 @@ absl::Status CudaDevice::query_properties() {
 }
 
 CudaDevice::~CudaDevice() {
+  {
+    std::lock_guard<std::mutex> lock(g_open_mu);
+    open_devices().erase(static_cast<const sdk::Device*>(this));
+  }
   // Destroy paths report nothing: there is no one left to tell.
   const CudaDriver& d = driver();
+  // First, while the memory and streams they use still exist.
+  release_communicators(this);
   if (make_current().ok()) {
     (void)d.CtxSynchronize();
     graphs_.drain([&](CUgraphExec g) { (void)d.GraphExecDestroy(g); });

@@ -164,6 +164,17 @@ class CudaDevice final : public sdk::Device {
     return unknown_handle("stream", handle, call);
   }
 
+  // check_range, for extension calls that take device pointers.
+  absl::Status check_device_range(SparkrtDevicePtr ptr, uint64_t bytes, const char* role) const {
+    return check_range(ptr, bytes, role);
+  }
+
+  // Whether `handle` is a CudaDevice of this plugin that is still open:
+  // extension calls that take device handles refuse any other (a device of
+  // another backend would otherwise be misread as this one).
+  static bool is_open(const SparkrtDevice* handle);
+
+  CUdevice cu_device() const { return device_; }
   int index() const { return index_; }
   const Options& options() const { return options_; }
   const std::string& name() const { return name_; }
