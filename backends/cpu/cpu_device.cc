@@ -50,8 +50,9 @@ absl::StatusOr<sdk::Kernel*> CpuModule::get_kernel(std::string_view entry,
   return handle;
 }
 
-CpuDevice::CpuDevice(uint64_t serial)
-    : memory_(kAddressBase + serial * kAddressSpan, kAddressSpan) {}
+CpuDevice::CpuDevice(uint64_t serial, int index)
+    : sdk::HostCollectiveDevice(*this, index),
+      memory_(kAddressBase + serial * kAddressSpan, kAddressSpan) {}
 
 absl::Status CpuDevice::properties(SparkrtDeviceProperties& out) {
   std::snprintf(out.name, sizeof(out.name), "sparkrt cpu reference device");
@@ -117,6 +118,18 @@ absl::Status CpuDevice::memcpy(const SparkrtMemcpyArgs& c) {
 absl::Status CpuDevice::check_stream(SparkrtStream stream) {
   std::lock_guard<std::mutex> lock(mu_);
   return check_stream_locked(stream);
+}
+
+absl::Status CpuDevice::with_collective_memory(SparkrtStream stream, std::string_view call,
+                                              CollectiveMemoryFn fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = check_stream_locked(stream); !s.ok()) return s;
+  if (graphs_.capturing(stream))
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cpu: %s on stream %d, which is capturing a graph: collectives are not recorded into "
+        "graphs on this backend; issue them outside the capture",
+        call, stream));
+  return fn(memory_);
 }
 
 absl::Status CpuDevice::check_stream_locked(SparkrtStream stream) const {

@@ -18,6 +18,7 @@
 #include "sparkrt/plugin_sdk.h"
 #include "sparkrt/sdk/address_space.h"
 #include "sparkrt/sdk/graph_recorder.h"
+#include "sparkrt/sdk/host_collectives.h"
 
 namespace sparkrt::cpu {
 
@@ -46,11 +47,15 @@ class CpuModule final : public sdk::Module {
   absl::flat_hash_map<std::string, std::unique_ptr<CpuKernel>> kernels_;
 };
 
-class CpuDevice final : public sdk::Device, public sdk::GraphCapable {
+class CpuDevice final : public sdk::Device,
+                        public sdk::GraphCapable,
+                        public sdk::HostCollectiveDevice {
  public:
   // `serial` gives each device of a process its own address range, so a
-  // pointer from another device is caught.
-  explicit CpuDevice(uint64_t serial);
+  // pointer from another device is caught; `index` is the index it was
+  // opened at (SPARKRT_HOST_DEVICES of them).
+  CpuDevice(uint64_t serial, int index);
+  ~CpuDevice() override { close_collectives(); }
 
   absl::Status properties(SparkrtDeviceProperties& out) override;
   absl::StatusOr<std::unique_ptr<sdk::Module>> load_module(
@@ -77,6 +82,10 @@ class CpuDevice final : public sdk::Device, public sdk::GraphCapable {
 
   sdk::GraphRecorder& graphs() override { return graphs_; }
   absl::Status check_stream(SparkrtStream stream) override;
+
+  // sdk::HostCollectiveDevice: collectives move bytes between devices' memory.
+  absl::Status with_collective_memory(SparkrtStream stream, std::string_view call,
+                                      CollectiveMemoryFn fn) override;
 
  private:
   using Clock = std::chrono::steady_clock;

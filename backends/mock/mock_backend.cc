@@ -1,6 +1,7 @@
-// Registration of the mock backend: one device, a registry of open devices
-// (so the extension can refuse handles that are not live mock devices), and
-// the "sparkrt.mock.v1" extension table.
+// Registration of the mock backend: SPARKRT_HOST_DEVICES device indices
+// (default 4), a registry of open devices (so the extension can refuse
+// handles that are not live mock devices), the "sparkrt.mock.v1" extension
+// table, and the host collectives between its devices.
 #include <atomic>
 #include <exception>
 #include <new>
@@ -8,26 +9,38 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "mock_device.h"
 #include "sparkrt/extensions/mock.h"
 #include "sparkrt/plugin_sdk.h"
+#include "sparkrt/sdk/host_collectives.h"
 
 namespace sparkrt::mock {
 namespace {
 
 class MockBackend final : public sdk::Backend {
  public:
-  absl::StatusOr<int> device_count() override { return 1; }
+  // No thread of the collectives may outlive the library.
+  ~MockBackend() override { sdk::shutdown_host_collectives(); }
+
+  absl::StatusOr<int> device_count() override {
+    auto n = sdk::host_device_count();
+    if (!n.ok()) return absl::Status(n.status().code(), absl::StrCat("mock: ", n.status().message()));
+    return n;
+  }
 
   absl::StatusOr<std::unique_ptr<sdk::Device>> open_device(int index) override {
-    if (index != 0) {
+    auto n = device_count();
+    if (!n.ok()) return n.status();
+    if (index < 0 || index >= *n) {
       return absl::OutOfRangeError(absl::StrFormat(
-          "mock: device index %d does not exist; the mock has one device, index 0 (open it as "
-          "often as you like: each open is a fresh, independent device)",
-          index));
+          "mock: device index %d does not exist; the mock has %d devices, indices 0..%d "
+          "(SPARKRT_HOST_DEVICES sets the count; open each as often as you like: each open is a "
+          "fresh, independent device)",
+          index, *n, *n - 1));
     }
-    auto device = std::make_unique<MockDevice>(next_serial_++, &MockBackend::on_close);
+    auto device = std::make_unique<MockDevice>(next_serial_++, index, &MockBackend::on_close);
     absl::Status s = device->init_from_environment();
     if (!s.ok()) return s;
     std::unique_lock lock(registry_mu_);
@@ -217,6 +230,22 @@ SparkrtError* ext_set_recording(SparkrtDevice* d, int32_t record_launches,
   });
 }
 
+SparkrtError* ext_collective_count(SparkrtDevice* d, uint64_t* count) {
+  return ext_call(d, "collective_count", [&](MockDevice& m) {
+    if (count == nullptr) return absl::InvalidArgumentError("collective_count: null count");
+    *count = m.collective_count();
+    return absl::OkStatus();
+  });
+}
+
+SparkrtError* ext_get_collective(SparkrtDevice* d, uint64_t index, SparkrtMockCollective* out) {
+  return ext_call(d, "get_collective", [&](MockDevice& m) {
+    absl::Status s = check_out(out, SPARKRT_MOCK_COLLECTIVE_SIZE, "get_collective",
+                               "SparkrtMockCollective");
+    return s.ok() ? m.collective_record(index, *out) : s;
+  });
+}
+
 SparkrtError* ext_set_log_path(SparkrtDevice* d, const char* path) {
   return ext_call(d, "set_log_path", [&](MockDevice& m) {
     return m.set_log_path(path ? std::string_view(path) : std::string_view());
@@ -245,11 +274,14 @@ const SparkrtMockExtension kExtension = {
     &ext_clear_faults,
     &ext_set_recording,
     &ext_set_log_path,
+    &ext_collective_count,
+    &ext_get_collective,
 };
 
 const void* MockBackend::extension(std::string_view name) {
   if (name == SPARKRT_MOCK_EXTENSION_NAME) return &kExtension;
   if (name == SPARKRT_GRAPH_EXTENSION_NAME) return sdk::recorded_graph_extension();
+  if (name == SPARKRT_COLLECTIVES_EXTENSION_NAME) return sdk::host_collectives_extension("mock");
   return nullptr;
 }
 

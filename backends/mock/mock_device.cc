@@ -12,8 +12,9 @@
 
 namespace sparkrt::mock {
 
-MockDevice::MockDevice(uint64_t serial, void (*on_close)(sdk::Device*))
-    : on_close_(on_close),
+MockDevice::MockDevice(uint64_t serial, int index, void (*on_close)(sdk::Device*))
+    : sdk::HostCollectiveDevice(*this, index),
+      on_close_(on_close),
       memory_(kAddressBase + (serial % 4096) * kAddressSpan, kAddressSpan) {
   streams_[0] = StreamState{};  // the default stream always exists
   // Warm the launch record storage so early launches do not allocate.
@@ -40,6 +41,8 @@ void MockDevice::log_close() {
 
 MockDevice::~MockDevice() {
   if (on_close_ != nullptr) on_close_(this);
+  // Its cliques end while its memory and lock still exist.
+  close_collectives();
   std::lock_guard lock(mu_);
   log_close();  // when close() was not called: an open that failed half way
   // The device owns modules the runtime did not unload (plugin_api.h).

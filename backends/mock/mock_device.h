@@ -26,6 +26,7 @@
 #include "sparkrt/plugin_sdk.h"
 #include "sparkrt/sdk/address_space.h"
 #include "sparkrt/sdk/graph_recorder.h"
+#include "sparkrt/sdk/host_collectives.h"
 
 namespace sparkrt::mock {
 
@@ -75,16 +76,19 @@ class MockModule final : public sdk::Module {
   bool device_closing_ = false;
 };
 
-class MockDevice final : public sdk::Device, public sdk::GraphCapable {
+class MockDevice final : public sdk::Device,
+                         public sdk::GraphCapable,
+                         public sdk::HostCollectiveDevice {
  public:
   static constexpr uint64_t kTotalMemory = uint64_t{16} << 30;
   static constexpr uint64_t kAddressBase = 0x7f0000000000;
   static constexpr uint64_t kAddressSpan = uint64_t{1} << 40;  // per device
 
   // `serial` distinguishes devices of one process: each gets its own address
-  // range, so a pointer from another mock device is caught. `on_close` runs
-  // first thing in the destructor (the backend's registry uses it).
-  MockDevice(uint64_t serial, void (*on_close)(sdk::Device*));
+  // range, so a pointer from another mock device is caught. `index` is the
+  // index it was opened at. `on_close` runs first thing in the destructor
+  // (the backend's registry uses it).
+  MockDevice(uint64_t serial, int index, void (*on_close)(sdk::Device*));
   ~MockDevice() override;
 
   // The calls are defined by responsibility, one file each (README.md).
@@ -126,6 +130,13 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   // sdk::GraphCapable: capture records calls, replays re-issue them.
   sdk::GraphRecorder& graphs() override { return graphs_; }
   absl::Status check_stream(SparkrtStream stream) override;
+
+  // ---- mock_collectives.cc: sdk::HostCollectiveDevice, the collective records ----
+  absl::Status with_collective_memory(SparkrtStream stream, std::string_view call,
+                                      CollectiveMemoryFn fn) override;
+  void on_collective(const sdk::HostCollectiveCall& call) override;
+  uint64_t collective_count();
+  absl::Status collective_record(uint64_t index, SparkrtMockCollective& out);
 
   // ---- mock_launch.cc: launch checks, recording and its log line ----
   absl::Status launch(const sdk::Launch& launch) override;
@@ -235,6 +246,7 @@ class MockDevice final : public sdk::Device, public sdk::GraphCapable {
   std::vector<LaunchRecord> launches_;
   std::vector<ArgRecord> args_;
   std::vector<std::byte> arg_bytes_;
+  std::vector<SparkrtMockCollective> collectives_;
 
   // The properties a test may change (SPARKRT_MOCK_PROPERTIES); by default
   // an H200's, so op geometry chosen on the mock is the one a GPU gets.

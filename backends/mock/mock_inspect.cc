@@ -24,6 +24,7 @@ void MockDevice::reset() {
   launches_.clear();  // clear() keeps capacity: no re-warming needed
   args_.clear();
   arg_bytes_.clear();
+  collectives_.clear();
   denials_.clear();
   memory_cap_ = 0;
   fail_countdown_ = 0;

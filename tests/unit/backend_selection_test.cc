@@ -14,7 +14,7 @@ namespace {
 Env clean(Env extra = {}) {
   Env env{{"SPARKRT_BACKEND", std::nullopt},     {"SPARKRT_DEVICE", std::nullopt},
           {"SPARKRT_PLUGIN_PATH", std::nullopt}, {"SPARKRT_KERNEL_PATH", std::nullopt},
-          {"SPARKRT_LOG", std::nullopt}};
+          {"SPARKRT_LOG", std::nullopt},         {"SPARKRT_HOST_DEVICES", std::nullopt}};
   for (auto& [k, v] : extra) env[k] = v;
   return env;
 }
@@ -53,11 +53,11 @@ TEST_CASE("selection: auto takes the first real backend with a device") {
 }
 
 TEST_CASE("selection: auto moves past plugins that fail, and skips the mock") {
-  // Device index 3 exists nowhere (fakegpu and cpu have one device), so auto
+  // Device index 99 exists nowhere (fakegpu has one device, cpu at most 64), so auto
   // walks every candidate and must report each one's reason.
   auto r = run_process({SPARKRT_OPEN_PROBE},
                        clean({{"SPARKRT_PLUGIN_PATH", SPARKRT_TEST_PLUGIN_DIR}, {"SPARKRT_BACKEND", "auto"},
-                              {"SPARKRT_DEVICE", "3"}}));
+                              {"SPARKRT_DEVICE", "99"}}));
   CHECK(r.exit_code == 1);
   CHECK(has(r.err, "no usable backend"));
   CHECK(has(r.err, "nodevice"));
@@ -65,7 +65,7 @@ TEST_CASE("selection: auto moves past plugins that fail, and skips the mock") {
   CHECK(has(r.err, "wrongmajor"));
   CHECK(has(r.err, "ABI version"));
   CHECK(has(r.err, "notalibrary"));
-  CHECK(has(r.err, "device index 3 requested, 1 device(s) present"));
+  CHECK(has(r.err, "device index 99 requested, 1 device(s) present"));
   CHECK_FALSE(has(r.err, "backend_mock"));
 }
 

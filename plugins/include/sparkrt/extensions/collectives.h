@@ -63,6 +63,27 @@
  * different communicators may be used from different threads at once.
  * Destroy every communicator of a device before closing the device.
  *
+ * The host backends (cpu, mock; sparkrt/sdk/host_collectives.h) also:
+ *  - compute f16 and bf16 reductions in f32, over the ranks in rank order,
+ *    rounding once to nearest even; f32 sums add in rank order; max and min
+ *    of floats follow fmax/fmin (a NaN operand is ignored); i32 and u8 sums
+ *    wrap;
+ *  - refuse a send whose receive has another count or dtype (both fail with
+ *    INVALID_ARGUMENT, nothing moved);
+ *  - check every range against the device's live allocations before
+ *    anything is issued; inside a group, a call that fails makes group_end
+ *    issue nothing of the group and return that call's error;
+ *  - refuse a collective on a stream that is capturing a graph
+ *    (FAILED_PRECONDITION: collectives are not recorded into graphs);
+ *  - take comm_init_all devices of distinct device indices (a device index
+ *    opened twice is refused);
+ *  - answer comm_init_rank with INVALID_ARGUMENT for bytes that are not
+ *    their unique id, UNAVAILABLE when the process that made the id has
+ *    exited or closed the device it was made on, and FAILED_PRECONDITION
+ *    when it is called inside a group (it waits for every rank);
+ *  - abort and forget a closing device's communicators (ABORTED on the
+ *    other ranks; the handles become unknown).
+ *
  * Versioning: new calls are appended to the table (check struct_size); a
  * change to an existing call gets a new name ("sparkrt.collectives.v2").
  */

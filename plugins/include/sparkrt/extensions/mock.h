@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sparkrt/extensions/collectives.h"
 #include "sparkrt/plugin_api.h"
 
 #ifdef __cplusplus
@@ -150,6 +151,23 @@ typedef struct SparkrtMockPointerInfo {
 } SparkrtMockPointerInfo;
 #define SPARKRT_MOCK_POINTER_INFO_SIZE SPARKRT_STRUCT_SIZE(SparkrtMockPointerInfo, live)
 
+/* One collective call on a communicator of the device (sparkrt.collectives.v1),
+ * recorded once it completed or failed, in completion order. Calls queued in
+ * a group are recorded at group_end. */
+typedef struct SparkrtMockCollective {
+  size_t struct_size;
+  SparkrtComm comm;      /* out */
+  int32_t kind;          /* out: SparkrtCollectiveKind */
+  int32_t dtype;         /* out: SparkrtDataType */
+  int32_t reduce_op;     /* out: as given (meaningful for all-reduce, reduce-scatter) */
+  int32_t peer;          /* out: root (broadcast) or peer (send, recv), as given */
+  uint64_t count;        /* out: elements */
+  SparkrtStream stream;  /* out */
+  uint64_t sequence;     /* out: 1-based collective record number since open or reset */
+  int32_t code;          /* out: 0 completed, else the absl::StatusCode it failed with */
+} SparkrtMockCollective;
+#define SPARKRT_MOCK_COLLECTIVE_SIZE SPARKRT_STRUCT_SIZE(SparkrtMockCollective, code)
+
 typedef struct SparkrtMockExtension {
   size_t struct_size; /* SPARKRT_MOCK_EXTENSION_SIZE of the plugin's header */
 
@@ -205,8 +223,14 @@ typedef struct SparkrtMockExtension {
    * closes the log. The environment variable SPARKRT_MOCK_LOG=<path> opens
    * one (appending) for every device at open. */
   SparkrtError* (*set_log_path)(SparkrtDevice* device, const char* path);
+
+  /* Collective records (see SparkrtMockCollective); cleared by reset. */
+  SparkrtError* (*collective_count)(SparkrtDevice* device, uint64_t* count);
+  /* OutOfRange for index >= collective_count. */
+  SparkrtError* (*get_collective)(SparkrtDevice* device, uint64_t index,
+                                  SparkrtMockCollective* out);
 } SparkrtMockExtension;
-#define SPARKRT_MOCK_EXTENSION_SIZE SPARKRT_STRUCT_SIZE(SparkrtMockExtension, set_log_path)
+#define SPARKRT_MOCK_EXTENSION_SIZE SPARKRT_STRUCT_SIZE(SparkrtMockExtension, get_collective)
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -2,7 +2,7 @@
 //
 // Open the recording mock backend, run the code under test, then read what
 // the device saw (kernel lookups, launches with every argument's kind and
-// bytes, counters) and inject faults, through the plugin's "sparkrt.mock.v1"
+// bytes, collectives, counters) and inject faults, through the plugin's "sparkrt.mock.v1"
 // extension (sparkrt/extensions/mock.h). Nothing links the plugin.
 //
 //   auto dev = *sparkrt::Device::open({.backend = "mock"});
@@ -99,6 +99,10 @@ struct MockLookup {
 
   bool operator==(const MockLookup&) const = default;
 };
+
+// One collective call on a communicator of the device, once it completed or
+// failed (field meanings in sparkrt/extensions/mock.h).
+using MockCollective = SparkrtMockCollective;
 
 // Field meanings in sparkrt/extensions/mock.h.
 using MockCounters = SparkrtMockCounters;
@@ -280,6 +284,18 @@ class MockInspector {
     std::vector<MockLaunch> out;
     out.reserve(n);
     for (size_t i = 0; i < n; ++i) out.push_back(launch(i));
+    return out;
+  }
+
+  // Every collective call recorded, in completion order.
+  std::vector<MockCollective> collectives() const {
+    uint64_t n = 0;
+    must(ext_->collective_count(device_, &n));
+    std::vector<MockCollective> out(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      out[i].struct_size = SPARKRT_MOCK_COLLECTIVE_SIZE;
+      must(ext_->get_collective(device_, i, &out[i]));
+    }
     return out;
   }
 
