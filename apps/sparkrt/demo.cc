@@ -425,14 +425,26 @@ absl::Status run_tensor_parallel(uint32_t v_bits, int num_devices, std::ostream&
   bool ok = true;
   Comparison same{.what = "all-gathered outputs", .bound = "exact"};
   for (uint32_t r = 1; r < n; ++r)
-    same.add_exact(gathered[r] == gathered[0], absl::StrFormat("rank %d's copy", r));
+    for (size_t i = 0; i < gathered[0].size(); ++i)
+      same.add_exact(gathered[r][i] == gathered[0][i], absl::StrFormat("rank %d's element %d", r, i));
   if (mock) {
-    auto inspector = testing::MockInspector::attach(first);
-    if (!inspector.ok()) return inspector.status();
     out << "result: not computed (the mock backend records instead of running); the "
            "all-gather moved the ranks' (unwritten) outputs\n";
+    // Each rank recorded one all-gather of its share of the output.
+    Comparison recorded{.what = "recorded all-gathers", .bound = "exact"};
+    const uint64_t share = uint64_t{sh.num_seqs()} * sh.q_row() / n;
+    for (uint32_t r = 0; r < n; ++r) {
+      auto inspector = testing::MockInspector::attach(*devs[r]);
+      if (!inspector.ok()) return inspector.status();
+      const auto calls = inspector->collectives();
+      const bool one = calls.size() == 1 && calls[0].kind == SPARKRT_COLLECTIVE_ALL_GATHER &&
+                       calls[0].count == share && calls[0].dtype == SPARKRT_DTYPE_BF16 &&
+                       calls[0].code == 0;
+      recorded.add_exact(one, absl::StrFormat("rank %d (%d calls recorded)", r, calls.size()));
+    }
     same.print(out);
-    ok = same.ok();
+    recorded.print(out);
+    ok = same.ok() && recorded.ok();
   } else {
     // One device, the whole layer, for the reference and the timing.
     auto single = run_decode_step(first, in, timed);
