@@ -18,7 +18,8 @@
  *    process. get_unique_id makes the id of a new clique; the application
  *    moves its bytes to every rank (a file, a socket, MPI) and each calls
  *    comm_init_rank with the same id, num_ranks and its own rank. The call
- *    returns once all ranks have joined, or fails after the timeout.
+ *    returns once all ranks have joined; the host backends fail it after
+ *    the timeout below, NCCL waits as long as its own bootstrap does.
  *  A communicator handle is plugin-issued and never 0; a destroyed one is
  *  refused (INVALID_ARGUMENT) by every call.
  *
