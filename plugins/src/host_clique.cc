@@ -261,6 +261,21 @@ void Hub::run(Done& done) {
   done.clear();
 }
 
+void Hub::deliver(Done& done) {
+  if (done.empty()) return;
+  run(done);
+  {
+    std::lock_guard lock(mu_);
+    --delivering_;
+  }
+  drained_.notify_all();
+}
+
+void Hub::drain(Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  drained_.wait_until(lock, deadline, [&] { return delivering_ == 0; });
+}
+
 absl::Status Hub::status() const {
   std::lock_guard lock(mu_);
   return aborted_;
@@ -296,8 +311,9 @@ void Hub::post(Post p) {
         slots_.erase(seq);
       }
     }
+    if (!done.empty()) ++delivering_;
   }
-  run(done);
+  deliver(done);
 }
 
 void Hub::finish_slot(Slot& slot, uint64_t seq, Done& done) {
@@ -384,8 +400,9 @@ void Hub::abort(const absl::Status& reason) {
     std::lock_guard lock(mu_);
     first = aborted_.ok();
     abort_locked(reason, done);
+    if (!done.empty()) ++delivering_;
   }
-  run(done);
+  deliver(done);
   if (first && on_abort_) on_abort_(reason);
 }
 
@@ -456,8 +473,9 @@ void Hub::expire_due(Clock::time_point now) {
                              nullptr, 0, 0});
     reason = absl::AbortedError("the clique was aborted: " + first->second);
     abort_locked(reason, done);
+    ++delivering_;  // holds the timed-out post at least
   }
-  run(done);
+  deliver(done);
   if (on_abort_) on_abort_(reason);
 }
 

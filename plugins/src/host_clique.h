@@ -100,6 +100,10 @@ class Hub {
   // Fails the posts whose deadline has passed with DeadlineExceeded (naming
   // the operation and the ranks that did not arrive) and aborts the clique.
   void expire_due(Clock::time_point now);
+  // Waits (until `deadline` at most) for the results already computed to be
+  // handed to their completions: a host that shuts its connections down
+  // first would lose replies to ranks whose collective has completed.
+  void drain(Clock::time_point deadline);
 
  private:
   struct Slot {  // one collective sequence number
@@ -117,10 +121,14 @@ class Hub {
   void match(Channel& ch, int from, int to, Done& done);
   void abort_locked(const absl::Status& reason, Done& done);
   static void run(Done& done);
+  // run() for a `done` counted in delivering_ under the lock that filled it.
+  void deliver(Done& done);
 
   const int num_ranks_;
   std::function<void(const absl::Status&)> on_abort_;
   mutable std::mutex mu_;
+  std::condition_variable drained_;
+  int delivering_ = 0;  // completion lists taken out of the lock, not yet run
   absl::Status aborted_;
   std::vector<uint64_t> next_seq_;       // per rank, 1-based
   std::map<uint64_t, Slot> slots_;       // pending collectives

@@ -250,6 +250,8 @@ void Server::stop() {
     hub = hub_;
   }
   if (wake_[1] >= 0) wake();
+  // Replies of collectives that have completed go out before the sockets close.
+  if (hub) hub->drain(Clock::now() + std::chrono::seconds(5));
   if (hub)
     hub->abort(absl::AbortedError(
         "the clique was aborted: the process that hosts it closed the device that made its id "
