@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "cuda_device.h"
 #include "nccl_api.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt::cuda {
 namespace {
@@ -304,22 +305,10 @@ TypeInfo type_info(SparkrtDataType t) {
   return {0, nccl::kUint8, "?"};
 }
 
-const char* kind_name(SparkrtCollectiveKind k) {
-  switch (k) {
-    case SPARKRT_COLLECTIVE_ALL_REDUCE: return "all_reduce";
-    case SPARKRT_COLLECTIVE_ALL_GATHER: return "all_gather";
-    case SPARKRT_COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
-    case SPARKRT_COLLECTIVE_BROADCAST: return "broadcast";
-    case SPARKRT_COLLECTIVE_SEND: return "send";
-    case SPARKRT_COLLECTIVE_RECV: return "recv";
-  }
-  return nullptr;
-}
-
 absl::Status collective(SparkrtCollectiveArgs& a) {
   SPARKRT_ASSIGN_OR_RETURN(Communicator * c, find(a.comm, "collective"));
-  const char* kind = kind_name(a.kind);
-  if (kind == nullptr) {
+  const char* kind = abi_collective_kind_name(a.kind);
+  if (a.kind < SPARKRT_COLLECTIVE_ALL_REDUCE || a.kind > SPARKRT_COLLECTIVE_RECV) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "collectives collective: kind %d is not a SparkrtCollectiveKind (1..6)",
         static_cast<int>(a.kind)));

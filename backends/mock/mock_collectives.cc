@@ -3,43 +3,9 @@
 // lines of each collective call.
 #include "absl/strings/str_format.h"
 #include "mock_device.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt::mock {
-namespace {
-
-const char* kind_text(int32_t kind) {
-  switch (kind) {
-    case SPARKRT_COLLECTIVE_ALL_REDUCE: return "all_reduce";
-    case SPARKRT_COLLECTIVE_ALL_GATHER: return "all_gather";
-    case SPARKRT_COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
-    case SPARKRT_COLLECTIVE_BROADCAST: return "broadcast";
-    case SPARKRT_COLLECTIVE_SEND: return "send";
-    case SPARKRT_COLLECTIVE_RECV: return "recv";
-  }
-  return "unknown";
-}
-
-const char* dtype_text(int32_t dtype) {
-  switch (dtype) {
-    case SPARKRT_DTYPE_U8: return "u8";
-    case SPARKRT_DTYPE_I32: return "i32";
-    case SPARKRT_DTYPE_F16: return "f16";
-    case SPARKRT_DTYPE_BF16: return "bf16";
-    case SPARKRT_DTYPE_F32: return "f32";
-  }
-  return "unknown";
-}
-
-const char* op_text(int32_t op) {
-  switch (op) {
-    case SPARKRT_REDUCE_SUM: return "sum";
-    case SPARKRT_REDUCE_MAX: return "max";
-    case SPARKRT_REDUCE_MIN: return "min";
-  }
-  return "unknown";
-}
-
-}  // namespace
 
 absl::Status MockDevice::with_collective_memory(SparkrtStream stream, std::string_view call,
                                                 CollectiveMemoryFn fn) {
@@ -73,10 +39,10 @@ void MockDevice::on_collective(const sdk::HostCollectiveCall& c) {
   if (log_.is_open()) {
     log_.begin("collective");
     log_.field("comm", uint64_t{c.comm});
-    log_.field("kind", kind_text(c.kind));
-    log_.field("dtype", dtype_text(c.dtype));
+    log_.field("kind", abi_collective_kind_name(c.kind));
+    log_.field("dtype", abi_data_type_name(c.dtype));
     if (c.kind == SPARKRT_COLLECTIVE_ALL_REDUCE || c.kind == SPARKRT_COLLECTIVE_REDUCE_SCATTER)
-      log_.field("reduce", op_text(c.reduce_op));
+      log_.field("reduce", abi_reduce_op_name(c.reduce_op));
     if (c.kind == SPARKRT_COLLECTIVE_BROADCAST || c.kind == SPARKRT_COLLECTIVE_SEND ||
         c.kind == SPARKRT_COLLECTIVE_RECV)
       log_.field("peer", uint64_t(uint32_t(c.peer)));

@@ -11,40 +11,9 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt::sdk::clique {
-
-const char* kind_name(int32_t kind) {
-  switch (kind) {
-    case SPARKRT_COLLECTIVE_ALL_REDUCE: return "all_reduce";
-    case SPARKRT_COLLECTIVE_ALL_GATHER: return "all_gather";
-    case SPARKRT_COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
-    case SPARKRT_COLLECTIVE_BROADCAST: return "broadcast";
-    case SPARKRT_COLLECTIVE_SEND: return "send";
-    case SPARKRT_COLLECTIVE_RECV: return "recv";
-  }
-  return "unknown collective";
-}
-
-const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case SPARKRT_DTYPE_U8: return "u8";
-    case SPARKRT_DTYPE_I32: return "i32";
-    case SPARKRT_DTYPE_F16: return "f16";
-    case SPARKRT_DTYPE_BF16: return "bf16";
-    case SPARKRT_DTYPE_F32: return "f32";
-  }
-  return "unknown dtype";
-}
-
-const char* reduce_op_name(int32_t op) {
-  switch (op) {
-    case SPARKRT_REDUCE_SUM: return "sum";
-    case SPARKRT_REDUCE_MAX: return "max";
-    case SPARKRT_REDUCE_MIN: return "min";
-  }
-  return "unknown op";
-}
 
 size_t dtype_size(int32_t dtype) {
   switch (dtype) {
@@ -70,7 +39,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 }  // namespace
 
 absl::StatusOr<Sizes> op_sizes(const OpDesc& d, int rank, int num_ranks) {
-  const char* name = kind_name(d.kind);
+  const char* name = abi_collective_kind_name(d.kind);
   if (d.kind < SPARKRT_COLLECTIVE_ALL_REDUCE || d.kind > SPARKRT_COLLECTIVE_RECV)
     return absl::InvalidArgumentError(absl::StrFormat(
         "collective: kind %d is not a SparkrtCollectiveKind (1..6)", d.kind));
@@ -95,7 +64,7 @@ absl::StatusOr<Sizes> op_sizes(const OpDesc& d, int rank, int num_ranks) {
       all > uint64_t(std::numeric_limits<ptrdiff_t>::max()))
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: count %d of %s over %d ranks overflows the byte size of the buffers", name, d.count,
-        dtype_name(d.dtype), num_ranks));
+        abi_data_type_name(d.dtype), num_ranks));
   switch (d.kind) {
     case SPARKRT_COLLECTIVE_ALL_REDUCE: return Sizes{one, one};
     case SPARKRT_COLLECTIVE_ALL_GATHER: return Sizes{one, all};
@@ -107,8 +76,8 @@ absl::StatusOr<Sizes> op_sizes(const OpDesc& d, int rank, int num_ranks) {
 }
 
 std::string describe(const OpDesc& d) {
-  std::string s = absl::StrFormat("%s of %d %s", kind_name(d.kind), d.count, dtype_name(d.dtype));
-  if (reduces(d.kind)) absl::StrAppend(&s, " (", reduce_op_name(d.reduce_op), ")");
+  std::string s = absl::StrFormat("%s of %d %s", abi_collective_kind_name(d.kind), d.count, abi_data_type_name(d.dtype));
+  if (reduces(d.kind)) absl::StrAppend(&s, " (", abi_reduce_op_name(d.reduce_op), ")");
   if (d.kind == SPARKRT_COLLECTIVE_BROADCAST) absl::StrAppend(&s, " from root ", d.peer);
   return s;
 }
@@ -380,8 +349,8 @@ void Hub::match(Channel& ch, int from, int to, Done& done) {
           "message #%d from rank %d to rank %d does not match: rank %d sends %d %s, rank %d "
           "receives %d %s; a send and its receive must have the same count and dtype (nothing "
           "was moved; the communicators stay usable)",
-          number, from, to, from, s.desc.count, dtype_name(s.desc.dtype), to, r.desc.count,
-          dtype_name(r.desc.dtype)));
+          number, from, to, from, s.desc.count, abi_data_type_name(s.desc.dtype), to, r.desc.count,
+          abi_data_type_name(r.desc.dtype)));
       done.emplace_back(std::move(s.done), Result{mismatch, nullptr, 0, 0});
       done.emplace_back(std::move(r.done), Result{mismatch, nullptr, 0, 0});
       continue;
@@ -449,7 +418,7 @@ void Hub::expire_due(Clock::time_point now) {
                                      "send of %d %s from rank %d to rank %d waited %d s for rank "
                                      "%d, which did not post the matching recv; "
                                      "SPARKRT_COLLECTIVE_TIMEOUT_S sets the limit",
-                                     p.desc.count, dtype_name(p.desc.dtype), from, to,
+                                     p.desc.count, abi_data_type_name(p.desc.dtype), from, to,
                                      p.timeout_s, to));
       }
       for (auto& p : ch.recvs) {
@@ -458,7 +427,7 @@ void Hub::expire_due(Clock::time_point now) {
                                      "recv of %d %s on rank %d from rank %d waited %d s for rank "
                                      "%d, which did not post the matching send; "
                                      "SPARKRT_COLLECTIVE_TIMEOUT_S sets the limit",
-                                     p.desc.count, dtype_name(p.desc.dtype), to, from,
+                                     p.desc.count, abi_data_type_name(p.desc.dtype), to, from,
                                      p.timeout_s, from));
       }
     }

@@ -40,9 +40,6 @@ struct OpDesc {
   uint64_t count = 0;
 };
 
-const char* kind_name(int32_t kind);  // "all_reduce", ...; "unknown" outside the enum
-const char* dtype_name(int32_t dtype);
-const char* reduce_op_name(int32_t op);
 size_t dtype_size(int32_t dtype);  // 0 outside the enum
 
 // Bytes rank `rank` contributes and receives; InvalidArgument for a

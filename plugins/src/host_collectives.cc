@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "host_clique.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt::sdk {
 namespace {
@@ -197,7 +198,7 @@ absl::Status check(Op& op) {
       kind == SPARKRT_COLLECTIVE_ALL_REDUCE || kind == SPARKRT_COLLECTIVE_REDUCE_SCATTER;
   const bool has_peer = kind == SPARKRT_COLLECTIVE_BROADCAST || kind == SPARKRT_COLLECTIVE_SEND ||
                         kind == SPARKRT_COLLECTIVE_RECV;
-  op.name = clique::kind_name(kind);
+  op.name = abi_collective_kind_name(kind);
   op.desc = clique::OpDesc{kind, raw(a.dtype), reduces ? raw(a.reduce_op) : 0,
                            has_peer ? a.peer : 0, a.count};
   auto sizes = clique::op_sizes(op.desc, op.comm->rank, op.comm->num_ranks);
@@ -419,7 +420,7 @@ SparkrtError* comm_status(SparkrtCommArgs* a) {
 
 SparkrtError* collective(SparkrtCollectiveArgs* a) {
   return call("collective", a, SPARKRT_COLLECTIVE_ARGS_SIZE, [&]() -> absl::Status {
-    auto c = find_comm(a->comm, clique::kind_name(raw(a->kind)));
+    auto c = find_comm(a->comm, abi_collective_kind_name(raw(a->kind)));
     if (!c.ok()) {
       if (t_group != nullptr && t_group->error.ok()) t_group->error = c.status();
       return c.status();

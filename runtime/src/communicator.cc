@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "sparkrt/abi_names.h"
 
 namespace sparkrt {
 namespace {
@@ -71,23 +72,11 @@ size_t data_type_size(DataType type) {
 }
 
 std::string_view data_type_name(DataType type) {
-  switch (type) {
-    case DataType::kU8: return "u8";
-    case DataType::kI32: return "i32";
-    case DataType::kF16: return "f16";
-    case DataType::kBF16: return "bf16";
-    case DataType::kF32: return "f32";
-  }
-  return "unknown";
+  return abi_data_type_name(static_cast<int32_t>(type));
 }
 
 std::string_view reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "unknown";
+  return abi_reduce_op_name(static_cast<int32_t>(op));
 }
 
 std::string UniqueId::to_hex() const {
