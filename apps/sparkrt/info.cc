@@ -47,6 +47,7 @@ void print_properties(const Device& dev, std::ostream& out) {
   out << absl::StrFormat("device %d of backend %s (plugin %s, %s)\n", dev.index(),
                          dev.backend_name(), dev.plugin_version(), dev.plugin_path());
   row("name", p.name);
+  if (!p.driver.empty()) row("driver", p.driver);
   row("architecture", p.architecture.empty() ? "(none)" : p.architecture);
   if (p.compute_capability_major != 0) {
     row("compute capability",

@@ -114,6 +114,8 @@ absl::Status CudaDevice::query_properties() {
   SparkrtDeviceProperties& p = props_;
   p.struct_size = sizeof(p);
   std::snprintf(p.name, sizeof(p.name), "%s", name);
+  std::snprintf(p.driver, sizeof(p.driver), "CUDA driver API %d.%d", driver_version_ / 1000,
+                driver_version_ % 1000 / 10);
   p.total_memory = total;
   SPARKRT_RETURN_IF_ERROR(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, p.multiprocessor_count));
   SPARKRT_RETURN_IF_ERROR(attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE, p.warp_size));

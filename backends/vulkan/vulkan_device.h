@@ -161,8 +161,12 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   // Frees the command buffers of batches the GPU has finished.
   void retire(Stream& s);
   absl::Status fill(Stream& s, SparkrtDevicePtr dst, Range range, uint8_t value, uint64_t bytes);
-  // Records copy_bytes from src to dst: both 16-byte aligned, the ranges apart.
+  // Records copy_bytes from src to dst: any alignment, the ranges apart.
   absl::Status copy_kernel(Stream& s, SparkrtDevicePtr dst, SparkrtDevicePtr src, uint64_t bytes);
+  // A device copy between overlapping ranges (memmove): through a scratch
+  // buffer, done when it returns (mu_ released while waiting).
+  absl::Status copy_overlapping(std::unique_lock<std::mutex>& lock, const SparkrtMemcpyArgs& c,
+                                const std::shared_ptr<Stream>& s);
   // The device address of `bytes` in the argument ring of `s`, for its open
   // batch, holding a copy of `params`. When the ring is full it waits, with
   // mu_ released, for the oldest batch using it.
@@ -202,6 +206,7 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   VkPhysicalDevice physical_;
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties memory_props_{};
+  std::string driver_;  // "Vulkan 1.4.312, NVIDIA 580.159.04" 
   uint32_t subgroup_size_ = 0;
   uint32_t multiprocessors_ = 1;
   uint32_t queue_family_ = 0;

@@ -6,6 +6,7 @@
 #define SPARKRT_BENCH_GPU_BENCH_SUPPORT_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -63,6 +64,41 @@ class Buf {
   DevicePtr ptr_;
 };
 
+// NVIDIA lowers the SM clock after about 3 s without work and raises it for
+// Vulkan work only after about 0.2 s of sustained load (for CUDA work at
+// once), so a timing that follows seconds of host-side setup would measure
+// the idle clock (docs/benchmark-notes.md, "The idle clock and Vulkan").
+// Every timing therefore starts after this many milliseconds of back-to-back
+// calls of what it times: SPARKRT_BENCH_WARMUP_MS, default 400, 0 for none.
+inline double warm_up_ms() {
+  const char* v = std::getenv("SPARKRT_BENCH_WARMUP_MS");
+  if (v == nullptr || *v == '\0') return 400.0;
+  char* end = nullptr;
+  const double ms = std::strtod(v, &end);
+  if (*end != '\0' || !(ms >= 0.0))
+    die(std::string("SPARKRT_BENCH_WARMUP_MS='") + v + "' is not a number of milliseconds");
+  return ms;
+}
+
+// Keeps the device busy with `submit()` (which queues one call on `stream`)
+// for warm_up_ms(), synchronizing only every 2 ms or so of work so that the
+// queue never runs dry.
+template <typename Submit>
+void warm_up(Device& dev, Stream stream, Submit submit) {
+  using Clock = std::chrono::steady_clock;
+  const double budget = warm_up_ms();
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const auto start = Clock::now();
+  for (int calls = 1; since(start) < budget;) {
+    const auto round = Clock::now();
+    for (int i = 0; i < calls; ++i) ok(submit(), "warm-up call");
+    ok(dev.synchronize(stream), "warm-up sync");
+    if (since(round) < 2.0 && calls < 4096) calls *= 2;
+  }
+}
+
 // Captures `ops_in_graph` calls of `op(i)` and returns the median time per
 // call of the replays, in microseconds. With SPARKRT_BENCH_TRACE set, every
 // replay's time per call goes to stderr too (to follow drift within a run).
@@ -89,6 +125,10 @@ double time_graph(Device& dev, Stream stream, int ops_in_graph, int reps, Op op)
   gcheck(g->end_capture(&end), "end_capture");
   SparkrtGraphLaunchArgs replay{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev.native_handle(), end.graph,
                                 stream.handle};
+  warm_up(dev, stream, [&] {
+    gcheck(g->launch(&replay), "graph launch");
+    return absl::OkStatus();
+  });
   const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
   std::vector<double> us;
   const bool trace = std::getenv("SPARKRT_BENCH_TRACE") != nullptr;
@@ -183,6 +223,7 @@ class Filler {
 // SPARKRT_BENCH_TRACE set, every call's time goes to stderr too.
 template <typename Op>
 double time_events(Device& dev, Stream stream, int reps, Op op) {
+  warm_up(dev, stream, [&] { return op(stream); });
   const auto ev0 = ok(dev.create_event(), "event"), ev1 = ok(dev.create_event(), "event");
   std::vector<double> us;
   const bool trace = std::getenv("SPARKRT_BENCH_TRACE") != nullptr;

@@ -66,6 +66,7 @@ DeviceProperties convert(const SparkrtDeviceProperties& p) {
   d.accepts_spirv = (p.image_formats & (1u << SPARKRT_IMAGE_SPIRV)) != 0;
   d.accepts_signatures = (p.image_formats & (1u << SPARKRT_IMAGE_SIGNATURES)) != 0;
   d.emulated = (p.flags & SPARKRT_DEVICE_FLAG_EMULATED) != 0;
+  d.driver = std::string(p.driver, strnlen(p.driver, sizeof(p.driver)));
   return d;
 }
 

@@ -32,6 +32,10 @@ constexpr Feature kFeatures[] = {
      "a kernel with 144 bytes of parameters gets every byte (copy_args_u32; past the 128 bytes "
      "of Vulkan push constants)",
      "the plugin does not run vector_ops.copy_args_u32 (UNIMPLEMENTED)"},
+    {"overlapping-copies",
+     "a device copy between overlapping ranges of one allocation moves the bytes as memmove "
+     "does",
+     nullptr},
     {"out-of-bounds", "copies and memsets that run past the end of an allocation fail", nullptr},
     {"use-after-free", "copies from and to freed memory fail", nullptr},
 };
@@ -44,6 +48,8 @@ struct KnownGap {
   const char* reason;
 };
 constexpr KnownGap kKnownGaps[] = {
+    {"cuda", "overlapping-copies",
+     "cuMemcpyDtoD leaves overlapping ranges undefined, as CUDA's documentation says"},
     {"cuda", "use-after-free",
      "freed memory stays mapped in the driver's pool, so the driver cannot tell a stale pointer "
      "from a live one"},

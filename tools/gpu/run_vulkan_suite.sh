@@ -11,8 +11,13 @@
 # vendor-neutral libraries NVIDIA's Vulkan driver needs (`apt-get download
 # libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2`), and
 # vulkan-validationlayers, unpacked into / here. The conformance suite and the
-# op tests run under the validation layer: any report of it fails the run. Results go to $OUT (default ./gpu-results): vulkan_*.log,
-# kv_{cuda,vulkan}_{1,2}.json and vulkan_vs_cuda.md (tools/gpu/backend_compare.py).
+# op tests run under the validation layer: any report of it fails the run.
+# Every timing starts after the benches' warm-up (SPARKRT_BENCH_WARMUP_MS,
+# bench/gpu/bench_support.h): the driver clocks Vulkan work up slowly after
+# idle. Results go to $OUT (default ./gpu-results): vulkan_*.log,
+# copy_{cuda,vulkan}.{txt,json} (and vkprobe.{txt,json} with VKPROBE=path),
+# kv_{writes,decode}_{cuda,vulkan}_{1,2}.json and vulkan_vs_cuda.md
+# (tools/gpu/backend_compare.py).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd) || { echo "no build folder ${1:-build}" >&2; exit 2; }
@@ -72,6 +77,20 @@ bench() {  # backend, index
     --json "$out/kv_decode_$1_$2.json" > "$out/kv_decode_$1_$2.txt" 2>&1 || status=1
   tail -n 3 "$out/kv_decode_$1_$2.txt"
 }
+# Device copies through sparkrt on both backends, beside vkprobe's compute
+# copies (VKPROBE=path to its binary, when carried: the driver's ceiling).
+echo "== sparkrt_copy_bench: cuda, vulkan"
+for b in cuda vulkan; do
+  "$bin/sparkrt_copy_bench" --backend "$b" --sizes 256M,1G,2G --reps "${REPS:-9}" \
+    --json "$out/copy_$b.json" > "$out/copy_$b.txt" 2>&1 || status=1
+  tail -n 13 "$out/copy_$b.txt"
+done
+if [ -n "${VKPROBE:-}" ]; then
+  echo "== vkprobe (LS 256)"
+  "$VKPROBE" --quick --no-extras --filter LS256 --reps 10 --json "$out/vkprobe.json" \
+    > "$out/vkprobe.txt" 2>&1 || status=1
+  grep -E '^copy-(desc|bda) ' "$out/vkprobe.txt" | awk '{print $(NF-1), $0}' | sort -rn | head -n 4
+fi
 echo "== sparkrt_kv_cache_bench: cuda, vulkan, vulkan, cuda"
 bench cuda 1; bench vulkan 1; bench vulkan 2; bench cuda 2
 python3 "$repo/tools/gpu/backend_compare.py" "$out" | tee "$out/vulkan_vs_cuda.md" || status=1

@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define SPARKRT_ABI_MAJOR 1
-#define SPARKRT_ABI_MINOR 2
+#define SPARKRT_ABI_MINOR 3
 
 /* Name of the one symbol a plugin exports. */
 #define SPARKRT_PLUGIN_ENTRY_SYMBOL "sparkrt_plugin_api"
@@ -168,8 +168,12 @@ typedef struct SparkrtDeviceProperties {
   uint32_t compute_capability_minor;          /* architecture is "sm_<major><minor>" */
   uint32_t image_formats; /* bit (1 << SparkrtImageFormat) per accepted format; one at least */
   uint32_t flags;         /* SPARKRT_DEVICE_FLAG_* (ABI 1.2) */
+  char driver[128];       /* the API and driver behind the device, for people: "Vulkan 1.4.312,
+                             NVIDIA 580.159.04"; "" where there is none (ABI 1.3) */
 } SparkrtDeviceProperties;
-#define SPARKRT_DEVICE_PROPERTIES_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, flags)
+#define SPARKRT_DEVICE_PROPERTIES_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, driver)
+/* What a caller built against ABI 1.2 passes: without `driver`. */
+#define SPARKRT_DEVICE_PROPERTIES_SIZE_1_2 SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, flags)
 /* What a caller built against ABI 1.0 or 1.1 passes: without `flags`. */
 #define SPARKRT_DEVICE_PROPERTIES_SIZE_1_0 \
   SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, image_formats)
@@ -280,7 +284,10 @@ typedef struct SparkrtHostFreeArgs {
  * blocking != 0: returns when done, after all work queued before it on the
  * default stream (a blocking copy reads what a default-stream launch wrote).
  * Otherwise ordered on `stream`, which must be 0 or a live stream; host
- * memory must stay valid until the stream reaches the operation. */
+ * memory must stay valid until the stream reaches the operation. A D2D copy
+ * between overlapping ranges of one allocation moves the bytes as memmove
+ * does, where the backend offers it (conformance feature
+ * "overlapping-copies"; cuda does not: CUDA leaves such copies undefined). */
 typedef struct SparkrtMemsetArgs {
   size_t struct_size;
   SparkrtDevice* device;

@@ -56,6 +56,9 @@ struct DeviceProperties {
   bool accepts_signatures = false;  // runs no device code: takes the signature file
   // A GPU API run in software on the host (lavapipe): `auto` passes it over.
   bool emulated = false;
+  // The API and driver behind the device, for people ("Vulkan 1.4.312,
+  // NVIDIA 580.159.04"); empty where the plugin says none.
+  std::string driver;
 };
 
 struct OpenOptions {
