@@ -16,7 +16,7 @@ namespace {
 constexpr uint64_t kStagingBytes = uint64_t{32} << 20;
 // The largest piece an overlapping device copy moves through its scratch
 // buffer.
-constexpr uint64_t kScratchBytes = uint64_t{64} << 20;
+constexpr uint64_t kScratchBytes = uint64_t{32} << 20;
 
 }  // namespace
 

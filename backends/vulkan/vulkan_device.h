@@ -206,7 +206,7 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   VkPhysicalDevice physical_;
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties memory_props_{};
-  std::string driver_;  // "Vulkan 1.4.312, NVIDIA 580.159.04" 
+  std::string driver_;  // "Vulkan 1.4.312, NVIDIA 580.159.04"
   uint32_t subgroup_size_ = 0;
   uint32_t multiprocessors_ = 1;
   uint32_t queue_family_ = 0;
