@@ -75,8 +75,9 @@ inline double warm_up_ms() {
   if (v == nullptr || *v == '\0') return 400.0;
   char* end = nullptr;
   const double ms = std::strtod(v, &end);
-  if (*end != '\0' || !(ms >= 0.0))
-    die(std::string("SPARKRT_BENCH_WARMUP_MS='") + v + "' is not a number of milliseconds");
+  if (*end != '\0' || !(ms >= 0.0 && ms <= 600000.0))
+    die(std::string("SPARKRT_BENCH_WARMUP_MS='") + v +
+        "' is not a number of milliseconds from 0 to 600000");
   return ms;
 }
 

@@ -16,10 +16,10 @@
 //                      [--batch 8] [--idle-ms MS] [--json out.json]
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_support.h"
