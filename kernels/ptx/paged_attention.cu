@@ -79,7 +79,6 @@ constexpr int kThreads = int{contract::kThreads};
 constexpr int kWarps = int{contract::kWarps};
 constexpr int kMaxHpc = int{contract::kMaxHeadsPerCta};
 constexpr int kMaxHeadDim = int{contract::kMaxHeadDim};
-constexpr uint32_t kSplitAlign = contract::kSplitAlign;
 constexpr uint32_t kStages = contract::kStages;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kFull = 0xffffffffu;
@@ -287,26 +286,13 @@ __device__ __noinline__ void merge_splits(const Params& p, uint32_t hpc) {
 // The tokens [t0, t1) a CTA attends to: the window, clamped to the block
 // table, then the split (blockIdx.z of num_splits). Token indices fit 32
 // bits: seq_lens are i32.
-struct TokenRange {
-  uint32_t t0, t1;
-};
-__device__ __forceinline__ TokenRange token_range(const Params& p, uint32_t seq) {
+// The sequence's window, clamped to its block table's capacity; split
+// blockIdx.z's part of it when split (sparkrt/contract/split_kv.h).
+__device__ __forceinline__ contract::TokenRange token_range(const Params& p, uint32_t seq) {
   const int32_t sl = p.seq_lens[seq];
   const uint64_t cap = uint64_t{p.max_blocks_per_seq} * p.block_size;
   const uint32_t len = sl <= 0 ? 0u : uint32_t(uint64_t(sl) < cap ? uint64_t(sl) : cap);
-  uint32_t t0 = (p.sliding_window > 0 && len > p.sliding_window) ? len - p.sliding_window : 0;
-  uint32_t t1 = len;
-  if (p.num_splits > 0) {
-    // On a grid of kSplitAlign tokens from t0 rounded down, so that splits
-    // share no tile.
-    const uint32_t a = t0 / kSplitAlign * kSplitAlign;
-    const uint32_t grain = kSplitAlign * p.num_splits;  // < 2^20 (dispatch): no overflow
-    const uint64_t per = uint64_t{(t1 - a + grain - 1) / grain} * kSplitAlign;
-    const uint64_t b = a + per * blockIdx.z, e = b + per;
-    t0 = b < t0 ? t0 : b < t1 ? uint32_t(b) : t1;
-    t1 = e < t1 ? uint32_t(e) : t1;
-  }
-  return {t0, t1};
+  return contract::token_range(len, p.sliding_window, p.num_splits, blockIdx.z);
 }
 
 // q as the A operand: row g is head head0 + g (zero past hpc), k-step
@@ -393,7 +379,7 @@ __device__ __forceinline__ void decode(const Params& p, uint32_t hpc, uint32_t k
   const uint32_t seq = blockIdx.y;
   const uint32_t head0 = blockIdx.x * hpc;
 
-  const TokenRange range = token_range(p, seq);
+  const contract::TokenRange range = token_range(p, seq);
   const uint32_t t0 = range.t0, t1 = range.t1;
   const sparkrt_kernels::BlockDiv bdiv(p.block_size);
 

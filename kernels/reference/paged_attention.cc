@@ -59,10 +59,6 @@ DecodeShape leading_scalars(const Launch& l, uint32_t first) {
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
-// Split boundaries fall on multiples of this many tokens (docs/kernels.md,
-// "Split-KV").
-using pa::kSplitAlign;
-
 // How a cache element reads as f32.
 inline float load(bf16_bits v, float) { return bf16_to_f32(v); }
 inline float load(fp8_bits v, float scale) { return fp8_e4m3_to_f32(v) * scale; }
@@ -194,16 +190,9 @@ absl::Status decode(const Launch& l, const DecodeShape& s) {
       const uint32_t kvh = h / group;
       const uint64_t qoff = uint64_t{q} * s.q_stride + uint64_t{h} * d;
       const uint64_t qrow = uint64_t{q} * hq + h;
-      // Split z covers [a + z * per, a + (z + 1) * per) of the window
-      // [t0, len), clamped to it: a is t0 rounded down to a multiple of 16,
-      // per = 16 * ceil((len - a) / (16 * num_splits)). One pass covers it all.
-      const uint32_t t0 = first[q];
-      const uint64_t a = t0 / kSplitAlign * kSplitAlign;
-      const uint64_t grain = uint64_t{kSplitAlign} * n;
-      const uint64_t per = (len - a + grain - 1) / grain * kSplitAlign;
+      // Split z's tokens by the split-KV rule; one pass covers the window.
       for (uint32_t z = 0; z < n; ++z) {
-        const uint32_t b = static_cast<uint32_t>(std::clamp<uint64_t>(a + per * z, t0, len));
-        const uint32_t e = static_cast<uint32_t>(std::clamp<uint64_t>(a + per * (z + 1), b, len));
+        const auto [b, e] = pa::token_range(len, s.sliding_window, s.num_splits, z);
         scores.assign(e - b, 0.0f);
         float max_score = -INFINITY;
         for (uint32_t t = b; t < e; ++t) {

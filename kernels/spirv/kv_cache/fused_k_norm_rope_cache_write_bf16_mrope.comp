@@ -6,7 +6,7 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "sparkrt.glsl"
-#include "sparkrt_k_norm_rope.glsl"
+#include "k_norm_rope.glsl"
 
 layout(push_constant, scalar) uniform Params {
   U16Ptr k_in;

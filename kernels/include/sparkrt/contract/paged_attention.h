@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "sparkrt/contract/split_kv.h"
+
 // Build-time tuning switches; the defaults are the versions measured best on
 // the H200 (docs/benchmark-notes.md, "Paged decode attention"). Define them
 // for the kernels and the host alike (CMAKE_CXX_FLAGS and the nvcc flags).
@@ -36,9 +38,11 @@ inline constexpr uint32_t kMaxHeadsPerCta = 8;
 // per lane) and at most kMaxHeadDim.
 inline constexpr uint32_t kHeadDimAlign = 8;
 inline constexpr uint32_t kMaxHeadDim = 256;
-// Split boundaries fall on multiples of this many tokens (from the range's
-// start rounded down): a multiple of the tile at every head_dim.
-inline constexpr uint32_t kSplitAlign = 16;
+// Splits take their tokens by the split-KV rule (sparkrt/contract/split_kv.h),
+// whose kSplitAlign is a multiple of the tile at every head_dim.
+using split_kv::kSplitAlign;
+using split_kv::token_range;
+using split_kv::TokenRange;
 // paged_decode_attn_combine gives each split's weight to one thread.
 inline constexpr uint32_t kCombineMaxSplits = kThreads;
 // The decode entries' static shared memory stays within this budget (the
@@ -61,6 +65,10 @@ constexpr uint32_t tile_tokens(uint32_t head_dim, uint32_t elem_bytes) {
               : head_dim <= 128 ? (elem_bytes == 1 ? kTileGroupsD128Fp8 : kTileGroupsD128Bf16)
                                 : kTileGroupsD256);
 }
+
+static_assert(kSplitAlign % tile_tokens(64, 1) == 0 && kSplitAlign % tile_tokens(128, 1) == 0 &&
+                  kSplitAlign % tile_tokens(128, 2) == 0,
+              "splits share no tile");
 
 // Staging: each warp copies its next tile's K and V rows into one of
 // kStages stages of its own with cp.async while it computes the current one

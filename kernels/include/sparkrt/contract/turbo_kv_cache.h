@@ -10,18 +10,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SPARKRT_HOST_DEVICE __host__ __device__
-#else
-#define SPARKRT_HOST_DEVICE
-#endif
-// Full unrolling on the device, where the group loops must fold the
-// codebook into constants (the host compiler decides for itself).
-#if defined(__CUDA_ARCH__)
-#define SPARKRT_UNROLL _Pragma("unroll")
-#else
-#define SPARKRT_UNROLL
-#endif
+#include "sparkrt/contract/host_device.h"
 
 namespace sparkrt::contract::turbo_kv_cache {
 

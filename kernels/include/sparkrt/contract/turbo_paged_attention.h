@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "sparkrt/contract/split_kv.h"
 #include "sparkrt/contract/turbo_kv_cache.h"
 
 namespace sparkrt::contract::turbo_paged_attention {
@@ -26,30 +27,12 @@ inline constexpr uint32_t kMaxHeadDim = 256;
 SPARKRT_HOST_DEVICE constexpr bool valid_head_dim(uint32_t d) {
   return d == 64 || d == 128 || d == 256;
 }
-// Split boundaries fall on multiples of this many tokens, as for the bf16
-// decode, whose combine kernel (paged_attention.paged_decode_attn_combine)
-// merges the split entries' partials.
-inline constexpr uint32_t kSplitAlign = 16;
-
-// The token range [t0, t1) of split z of n (n = 0: no split) for a sequence of
-// `len` cached tokens and a sliding window (0: none): the window's tokens,
-// cut on a grid of kSplitAlign tokens from the range's start rounded down.
-struct TokenRange {
-  uint32_t t0, t1;
-};
-SPARKRT_HOST_DEVICE constexpr TokenRange token_range(uint32_t len, uint32_t window, uint32_t n,
-                                                     uint32_t z) {
-  uint32_t t0 = (window > 0 && len > window) ? len - window : 0, t1 = len;
-  if (n > 0) {
-    const uint32_t a = t0 / kSplitAlign * kSplitAlign;
-    const uint32_t grain = kSplitAlign * n;
-    const uint64_t per = uint64_t{(t1 - a + grain - 1) / grain} * kSplitAlign;
-    const uint64_t b = a + per * z, e = b + per;
-    t0 = b < t0 ? t0 : b < t1 ? uint32_t(b) : t1;
-    t1 = e < t1 ? uint32_t(e) : t1;
-  }
-  return {t0, t1};
-}
+// Splits take their tokens by the split-KV rule (sparkrt/contract/split_kv.h)
+// that the bf16 decode follows, whose combine kernel
+// (paged_attention.paged_decode_attn_combine) merges the split entries'
+// partials.
+using split_kv::token_range;
+using split_kv::TokenRange;
 
 }  // namespace sparkrt::contract::turbo_paged_attention
 

@@ -56,6 +56,9 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_control_flow_attributes : require
 
+#include "sparkrt/contract/paged_attention.glsl"
+#include "sparkrt/contract/split_kv.h"
+
 #define PA_ONE_PASS 0
 #define PA_SPLIT 1
 #define PA_SPLIT_MERGE 2
@@ -65,9 +68,9 @@
 // kernel's cp.async): declared so that any launch is accepted, not used.
 layout(constant_id = 3) const uint kDynamicSharedBytes = 0;
 
-const uint kThreads = 256;
-const uint kMaxHeads = 8;  // query heads a workgroup serves
-const uint kMaxHeadDim = 256;
+const uint kThreads = paged_attention_kThreads;
+const uint kMaxHeads = paged_attention_kMaxHeadsPerCta;  // query heads a workgroup serves
+const uint kMaxHeadDim = paged_attention_kMaxHeadDim;
 const uint kPasses = 4;    // token passes a tile
 const uint kRedFloats = 4096;
 // Below every score, and finite: Vulkan does not promise that float
@@ -320,7 +323,7 @@ void main() {
   // A launch outside the contract returns without writing (the op checks
   // shapes first), as the CUDA kernel does.
   if (gl_WorkGroupSize.x * gl_WorkGroupSize.y * gl_WorkGroupSize.z != kThreads ||
-      kDynamicSharedBytes > 0xffff0000u || dim == 0u || dim % 8u != 0u || dim > kMaxHeadDim ||
+      kDynamicSharedBytes > 0xffff0000u || dim == 0u || dim % paged_attention_kHeadDimAlign != 0u || dim > kMaxHeadDim ||
       nkv == 0u || p.block_size == 0u)
     return;
   const uint hpc = nq / gridDim.x;
@@ -345,25 +348,18 @@ void main() {
   gm.num_splits = splits;
   const uint kv_head = gm.h0 / group;
 
-  // The window [t0, t1), clamped to the block table's capacity, then split
-  // z's part: [a + z per, a + (z + 1) per) clamped to it, a = t0 rounded
-  // down to 16, per = 16 ceil((t1 - a) / (16 splits)).
+  // The window, clamped to the block table's capacity, and split z's part
+  // of it (sparkrt/contract/split_kv.h).
   const uint64_t capacity = uint64_t(p.max_blocks_per_seq) * p.block_size;
   const int len = I32Ptr(p.seq_lens).v[gm.seq];
   const uint t1 = len <= 0 ? 0u : uint(min(uint64_t(len), capacity));
-  const uint t0 = p.sliding_window > 0u && t1 > p.sliding_window ? t1 - p.sliding_window : 0u;
-  gm.lo = t0;
-  gm.hi = t1;
-#if PA_MODE != PA_ONE_PASS
-  {
-    const uint a = t0 / 16u * 16u;
-    const uint grain = 16u * splits;  // < 2^20
-    const uint64_t per = uint64_t((t1 - a + grain - 1u) / grain) * 16u;
-    const uint64_t b = a + per * gm.z, e = b + per;
-    gm.lo = b < t0 ? t0 : b < t1 ? uint(b) : t1;
-    gm.hi = e < t1 ? uint(e) : t1;
-  }
+#if PA_MODE == PA_ONE_PASS
+  const TokenRange range = token_range(t1, p.sliding_window, 0u, 0u);
+#else
+  const TokenRange range = token_range(t1, p.sliding_window, splits, gm.z);
 #endif
+  gm.lo = range.t0;
+  gm.hi = range.t1;
 
   const uint elem_bytes = PA_FP8 != 0 ? 1u : 2u;
   gm.block_size = p.block_size;
