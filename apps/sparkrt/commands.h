@@ -17,8 +17,10 @@ namespace sparkrt::cli {
 absl::Status run_info(std::ostream& out);
 
 // Kernel modules, their origins and every entry's parameter signature. With
-// names, only those modules (an unknown name is an error).
-absl::Status run_modules(std::span<const std::string_view> names, std::ostream& out);
+// names, only those modules (an unknown name is an error). With `load`, every
+// entry is also resolved on the selected device, and a module that does not
+// load there is an error.
+absl::Status run_modules(std::span<const std::string_view> names, bool load, std::ostream& out);
 
 // `sparkrt signatures FILE`: the signature file (<module>.sig) of a PTX or
 // signature file, to stdout. `--check SIG FILE...`: fails, naming the first

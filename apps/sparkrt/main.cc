@@ -20,7 +20,10 @@ constexpr std::string_view kUsage =
     "\n"
     "commands:\n"
     "  info               backends found, folders searched, the selected device\n"
-    "  modules [name...]  kernel modules, where each comes from, entry signatures\n"
+    "  modules [--load] [name...]\n"
+    "                     kernel modules, where each comes from, entry signatures;\n"
+    "                     --load also loads every entry on the selected device and\n"
+    "                     fails if one does not load there\n"
     "  signatures FILE    the signature file (<module>.sig) of a .ptx or .sig file\n"
     "  signatures --check SIG FILE...\n"
     "                     fails unless each .ptx or .spv FILE declares SIG's signatures\n"
@@ -82,6 +85,8 @@ int main(int argc, char** argv) {
   enum class Command { kInfo, kModules, kSignatures, kDemo } which;
   uint32_t v_bits = 0;  // demo: the V cache format
   int num_devices = 1;  // demo: devices the heads are split over
+  bool load_modules = false;  // modules: load each on the selected device
+  std::vector<std::string_view> module_names;
   if (command == "info") {
     if (!rest.empty()) return usage_error("'info' takes no arguments");
     which = Command::kInfo;
@@ -123,7 +128,13 @@ int main(int argc, char** argv) {
     }
   } else if (command == "modules") {
     for (std::string_view name : rest) {
-      if (name.starts_with("-")) return usage_error("unknown option '" + std::string(name) + "'");
+      if (name == "--load") {
+        load_modules = true;
+      } else if (name.starts_with("-")) {
+        return usage_error("unknown option '" + std::string(name) + "'");
+      } else {
+        module_names.push_back(name);
+      }
     }
     which = Command::kModules;
   } else if (command == "signatures") {
@@ -142,7 +153,9 @@ int main(int argc, char** argv) {
   try {
     switch (which) {
       case Command::kInfo: status = sparkrt::cli::run_info(std::cout); break;
-      case Command::kModules: status = sparkrt::cli::run_modules(rest, std::cout); break;
+      case Command::kModules:
+        status = sparkrt::cli::run_modules(module_names, load_modules, std::cout);
+        break;
       case Command::kSignatures: status = sparkrt::cli::run_signatures(rest, std::cout); break;
       case Command::kDemo: status = sparkrt::cli::run_demo(v_bits, num_devices, std::cout); break;
     }

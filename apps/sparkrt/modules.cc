@@ -1,10 +1,13 @@
 // `sparkrt modules`: every kernel module the runtime can find, where it comes
 // from (which of its files: .sig, .ptx, .spv), and each entry's parameter list
 // as its signatures declare it (the list that KernelLaunch checks arguments
-// against). A module that cannot be used is
-// marked with its error and the listing goes on.
+// against). A module that cannot be used is marked with its error and the
+// listing goes on. With --load, every entry of every module listed is also
+// resolved on the device the environment selects (SPARKRT_BACKEND,
+// SPARKRT_DEVICE), which proves the backend takes the module's image.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <set>
 #include <string>
@@ -14,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
+#include "sparkrt/device.h"
 #include "sparkrt/kernel_store.h"
 #include "sparkrt/signature.h"
 
@@ -42,8 +46,29 @@ void print_skipped(const std::vector<SkippedFile>& skipped, std::ostream& out) {
     out << absl::StrFormat("  passed over %s: %s\n", f.path, f.reason);
 }
 
+// Resolves every entry of the module on `dev`: a line saying so, or a line
+// per distinct refusal, and the first refusal.
+absl::Status print_load(Device& dev, const ModuleImage& image,
+                        const std::vector<KernelSignature>& signatures, std::ostream& out) {
+  absl::Status first;
+  std::set<std::string> said;  // a module-wide error is the same for every entry
+  for (const KernelSignature& sig : signatures) {
+    if (auto k = dev.kernel(image.module, sig.entry); !k.ok()) {
+      if (said.insert(std::string(k.status().message())).second)
+        out << absl::StrFormat("  does not load on %s: %s\n", dev.backend_name(),
+                               k.status().message());
+      if (first.ok()) first = k.status();
+    }
+  }
+  if (first.ok())
+    out << absl::StrFormat("  loads on %s (%s): all %d entries\n", dev.backend_name(),
+                           dev.properties().name, signatures.size());
+  return first;
+}
+
 // Prints module `name`, or marks it with its error and returns that error.
-absl::Status print_module(std::string_view name, std::ostream& out) {
+// With a device, also loads it there.
+absl::Status print_module(std::string_view name, Device* dev, std::ostream& out) {
   auto image = find_module(name, "");
   if (!image.ok()) {
     out << absl::StrFormat("\n%s: error: %s\n", name, image.status().message());
@@ -68,14 +93,25 @@ absl::Status print_module(std::string_view name, std::ostream& out) {
                            sig.unsupported.empty() ? "" : "  cannot be launched: " + sig.unsupported);
   }
   print_skipped(image->skipped, out);
-  return absl::OkStatus();
+  return dev == nullptr ? absl::OkStatus() : print_load(*dev, *image, *signatures, out);
 }
 
 }  // namespace
 
-absl::Status run_modules(std::span<const std::string_view> names, std::ostream& out) {
+absl::Status run_modules(std::span<const std::string_view> names, bool load, std::ostream& out) {
   out << "kernel search path:\n";
   for (const std::string& dir : kernel_search_path()) out << "  " << dir << "\n";
+  std::unique_ptr<Device> dev;
+  if (load) {
+    auto opened = Device::open();
+    if (!opened.ok())
+      return absl::Status(opened.status().code(),
+                          absl::StrFormat("modules --load: opening the selected device failed: %s",
+                                          opened.status().message()));
+    dev = *std::move(opened);
+    out << absl::StrFormat("loading on: %s device %d (%s)\n", dev->backend_name(),
+                           dev->index(), dev->properties().name);
+  }
 
   if (names.empty()) {
     // Every name seen, including files passed over; broken ones are marked
@@ -90,14 +126,21 @@ absl::Status run_modules(std::span<const std::string_view> names, std::ostream& 
     std::set<std::string> all(listing.modules.begin(), listing.modules.end());
     for (const auto& [name, files] : not_modules) all.insert(name);
     if (all.empty()) out << "\n(no modules found)\n";
+    std::vector<std::string> not_loaded;
     for (const std::string& name : all) {
       if (std::binary_search(listing.modules.begin(), listing.modules.end(), name)) {
-        print_module(name, out).IgnoreError();  // marked in the listing
+        // Marked in the listing; with --load, a module that does not load
+        // fails the command.
+        if (!print_module(name, dev.get(), out).ok() && dev) not_loaded.push_back(name);
       } else {
         out << absl::StrFormat("\n%s: not a module\n", name);
         print_skipped(not_modules[name], out);
       }
     }
+    if (!not_loaded.empty())
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%d module(s) do not load on %s: %s (each marked above with the reason)",
+          not_loaded.size(), dev->backend_name(), absl::StrJoin(not_loaded, ", ")));
     return absl::OkStatus();
   }
 
@@ -105,7 +148,8 @@ absl::Status run_modules(std::span<const std::string_view> names, std::ostream& 
   // the command fail.
   std::vector<absl::Status> failed;
   for (std::string_view name : names) {
-    if (absl::Status status = print_module(name, out); !status.ok()) failed.push_back(status);
+    if (absl::Status status = print_module(name, dev.get(), out); !status.ok())
+      failed.push_back(status);
   }
   if (failed.empty()) return absl::OkStatus();
   if (failed.size() == 1) return failed[0];

@@ -1,8 +1,8 @@
-// sparkrt_mla_bench: the MLA decode paths on the cuda backend, through the op
-// wrappers.
+// sparkrt_mla_bench: the MLA decode paths on a GPU backend (cuda unless
+// --backend names another), through the op wrappers.
 //
-//   sparkrt_mla_bench [--json out.json] [--reps 15] [--quick] [--decode-only]
-//                     [--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]
+//   sparkrt_mla_bench [--backend cuda|vulkan] [--json out.json] [--reps 15] [--quick]
+//                     [--decode-only] [--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]
 //
 // --decode-shape times only the fp8 decode shapes given, in order (for
 // profiling and for comparing kernel builds); --pause-ms idles that long
@@ -25,10 +25,10 @@
 //     1 and batches whose batch x heads fill the GPU; 16 query heads (a
 //     tensor-parallel shard of DeepSeek's 128: memory-bound) and 128
 //     (compute-bound: 2 * 128 * 1088 flops per 576-byte row, so TFLOPS is
-//     reported too). Timed as a CUDA graph of back-to-back ops (captured through
-//     sparkrt.graph.v1) replayed after a warm-up, median replay time per op;
-//     block tables rotate over enough independent pool regions that the data
-//     is at least three times the L2. Bytes = the cache rows read once (576
+//     reported too). Timed as a graph of back-to-back ops (captured through
+//     sparkrt.graph.v1, on any backend) replayed after a warm-up, median
+//     replay time per op; block tables rotate over enough independent pool
+//     regions that the data is at least three times the L2. Bytes = the cache rows read once (576
 //     bytes a token for fp8; 288 + 36 for nvfp4) + q + out; GB/s against the
 //     4.24 TB/s device-to-device copy ceiling of an H200 (the run also
 //     measures its own copy ceiling and reports it).
@@ -64,6 +64,7 @@ using sparkrt::Stream;
 using namespace sparkrt::bench;
 
 struct Args {
+  std::string backend = "cuda";
   std::string json;
   int reps = 15;
   bool quick = false;
@@ -277,6 +278,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) {
       args.json = argv[++i];
+    } else if (a == "--backend" && i + 1 < argc) {
+      args.backend = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
       args.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--quick") {
@@ -293,15 +296,15 @@ int main(int argc, char** argv) {
       ++i;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--json out.json] [--reps N] [--quick] [--decode-only] "
+                   "usage: %s [--backend NAME] [--json out.json] [--reps N] [--quick] [--decode-only] "
                    "[--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]\n",
                    argv[0]);
       return 2;
     }
   }
-  auto opened = Device::open({.backend = "cuda"});
+  auto opened = Device::open({.backend = args.backend});
   if (!opened.ok()) {
-    std::printf("SKIPPED: no usable CUDA device: %s\n",
+    std::printf("SKIPPED: no usable %s device: %s\n", args.backend.c_str(),
                 std::string(opened.status().ToString()).c_str());
     return opened.status().code() == absl::StatusCode::kUnavailable ? 77 : 1;
   }
@@ -357,6 +360,7 @@ int main(int argc, char** argv) {
   const auto& props = dev.properties();
   const ops::MlaConfig cfg = k3_config();
   print_device_line(props, ceiling);
+  std::printf("backend %s\n", args.backend.c_str());
   std::printf("\nK3 token step: heads %u, nope %u, rope %u, v %u, RoPE on, gate on "
               "(per-token medians; host side = step - kernel)\n",
               cfg.heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim);
@@ -377,6 +381,7 @@ int main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     FILE* f = open_json(args.json, props, ceiling);
+    std::fprintf(f, "  \"backend\": \"%s\",\n", args.backend.c_str());
     std::fprintf(f,
                  "  \"k3_config\": {\"heads\": %u, \"qk_nope_head_dim\": %u, "
                  "\"qk_rope_head_dim\": %u, \"v_head_dim\": %u, \"mla_use_nope\": %s, "

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The vulkan backend on an NVIDIA GPU, against cuda on the same device: the
-# conformance suite on both, the vulkan op tests (vulkan against the cpu
-# reference), and sparkrt_kv_cache_bench on cuda and vulkan in the order
-# cuda, vulkan, vulkan, cuda (the ratio's spread), for the cache writes and
-# the decode shapes of docs/benchmarks.md, with the host cost of a launch.
+# conformance suite on both, the op tests of every module (vulkan against the
+# cpu reference), the demo with each KV cache, and sparkrt_kv_cache_bench and
+# sparkrt_mla_bench on cuda and vulkan in the order cuda, vulkan, vulkan, cuda
+# (the ratio's spread), for the cache writes and the decode shapes of
+# docs/benchmarks.md, with the host cost of a launch.
 #
 #   tools/gpu/run_vulkan_suite.sh [build-dir] [deb-dir]
 #
@@ -16,8 +17,9 @@
 # bench/gpu/bench_support.h): the driver clocks Vulkan work up slowly after
 # idle. Results go to $OUT (default ./gpu-results): vulkan_*.log,
 # copy_{cuda,vulkan}.{txt,json} (and vkprobe.{txt,json} with VKPROBE=path),
-# kv_{writes,decode}_{cuda,vulkan}_{1,2}.json and vulkan_vs_cuda.md
-# (tools/gpu/backend_compare.py).
+# kv_{writes,decode}_{cuda,vulkan}_{1,2}.json, mla_{cuda,vulkan}_{1,2}.json and
+# vulkan_vs_cuda.md (tools/gpu/backend_compare.py). MLA_ARGS passes options
+# to sparkrt_mla_bench (default: all its shapes).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd) || { echo "no build folder ${1:-build}" >&2; exit 2; }
@@ -54,11 +56,14 @@ if [ "$part" != bench ]; then
 run vulkan_info env SPARKRT_BACKEND=vulkan "$bin/sparkrt" info
 run conformance_vulkan "$bin/sparkrt_conformance" --backend=vulkan "$validate"
 run conformance_cuda "$bin/sparkrt_conformance" --backend=cuda
-for m in kv_cache paged_attention; do
+for m in kv_cache paged_attention mla mla_decode turbo_kv_cache turbo_paged_attention; do
   run "vulkan_$m" "$bin/sparkrt_${m}_gpu_test" --backend=vulkan --set-env=SPARKRT_KERNEL_PATH= \
     "$validate"
 done
 run demo_vulkan env SPARKRT_BACKEND=vulkan "$bin/sparkrt" demo
+for kv in turbo2 turbo3 turbo4; do
+  run "demo_vulkan_$kv" env SPARKRT_BACKEND=vulkan "$bin/sparkrt" demo --kv "$kv"
+done
 # Every buffer over 1 MiB sparse, over 1 MiB allocations: the KV pools of the
 # op tests span several, which their kernels read and write across.
 cap=--set-env=SPARKRT_VULKAN_MAX_ALLOCATION=1048576
@@ -71,11 +76,15 @@ fi
 shapes=(--decode-shape 8x4096x32x8 --decode-shape 32x4096x32x8 --decode-shape 8x16384x32x8
         --decode-shape 32x16384x32x8 --decode-shape 128x4096x32x8 --decode-shape 1x4096x32x8)
 bench() {  # backend, index
-  "$bin/sparkrt_kv_cache_bench" --backend "$1" --no-turbo --writes-only --reps "${REPS:-9}" \
+  "$bin/sparkrt_kv_cache_bench" --backend "$1" --writes-only --reps "${REPS:-9}" \
     --json "$out/kv_writes_$1_$2.json" > "$out/kv_writes_$1_$2.txt" 2>&1 || status=1
-  "$bin/sparkrt_kv_cache_bench" --backend "$1" --no-turbo "${shapes[@]}" --reps "${REPS:-9}" \
+  "$bin/sparkrt_kv_cache_bench" --backend "$1" "${shapes[@]}" --reps "${REPS:-9}" \
     --json "$out/kv_decode_$1_$2.json" > "$out/kv_decode_$1_$2.txt" 2>&1 || status=1
   tail -n 3 "$out/kv_decode_$1_$2.txt"
+  # shellcheck disable=SC2086  # MLA_ARGS is a list of options
+  "$bin/sparkrt_mla_bench" --backend "$1" --reps "${REPS:-9}" ${MLA_ARGS:-} \
+    --json "$out/mla_$1_$2.json" > "$out/mla_$1_$2.txt" 2>&1 || status=1
+  tail -n 12 "$out/mla_$1_$2.txt"
 }
 # Device copies through sparkrt on both backends, beside vkprobe's compute
 # copies (VKPROBE=path to its binary, when carried: the driver's ceiling).
@@ -91,7 +100,7 @@ if [ -n "${VKPROBE:-}" ]; then
     > "$out/vkprobe.txt" 2>&1 || status=1
   grep -E '^copy-(desc|bda) ' "$out/vkprobe.txt" | awk '{print $(NF-1), $0}' | sort -rn | head -n 4
 fi
-echo "== sparkrt_kv_cache_bench: cuda, vulkan, vulkan, cuda"
+echo "== sparkrt_kv_cache_bench and sparkrt_mla_bench: cuda, vulkan, vulkan, cuda"
 bench cuda 1; bench vulkan 1; bench vulkan 2; bench cuda 2
 python3 "$repo/tools/gpu/backend_compare.py" "$out" | tee "$out/vulkan_vs_cuda.md" || status=1
 exit $status
