@@ -162,6 +162,13 @@ void turbo_paged_attention(const std::filesystem::path& dir) {
   SPARKRT_GLSL_CONSTANT(h, turbo_paged_attention, kThreads);
   SPARKRT_GLSL_CONSTANT(h, turbo_paged_attention, kMaxHeadsPerCta);
   SPARKRT_GLSL_CONSTANT(h, turbo_paged_attention, kMaxHeadDim);
+  // valid_head_dim() as a mask: bit k is set when head_dim 16 k is valid.
+  h.constant("kValidHeadDimsBy16", [] {
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < 32; ++k)
+      if (contract::turbo_paged_attention::valid_head_dim(16 * k)) m |= 1u << k;
+    return m;
+  }());
 }
 
 }  // namespace

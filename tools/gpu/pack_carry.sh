@@ -20,6 +20,8 @@ mkdir -p "$stage/carry/build/bin"
 cp -a "$build/lib" "$stage/carry/build/"
 for b in sparkrt sparkrt_conformance sparkrt_gpu_tests sparkrt_gpu_bench sparkrt_kv_cache_bench \
          sparkrt_mla_bench sparkrt_kv_cache_gpu_test sparkrt_paged_attention_gpu_test \
+         sparkrt_mla_gpu_test sparkrt_mla_decode_gpu_test sparkrt_turbo_kv_cache_gpu_test \
+         sparkrt_turbo_paged_attention_gpu_test \
          sparkrt_collectives_gpu_test sparkrt_collectives_bench sparkrt_copy_bench; do
   [ -e "$build/bin/$b" ] && cp -a "$build/bin/$b" "$stage/carry/build/bin/"
 done

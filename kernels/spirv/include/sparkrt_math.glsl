@@ -4,6 +4,9 @@
 //
 //   ieee_div         a / b correctly rounded (nearest even), every input, as
 //                    CUDA's `/`. Vulkan bounds `/` to 2.5 ulp only.
+//   ieee_sqrt        sqrt(a) correctly rounded (nearest even), every input, as
+//                    CUDA's __fsqrt_rn and sqrtf. Vulkan bounds sqrt only as
+//                    1 / inversesqrt (several ulp).
 //   accurate_pow     x^y for x > 0, as powf: within 1.3 ulp for |y| <= 1
 //                    (RoPE's inv_freq), a few ulp beyond. Vulkan's pow is
 //                    exp2(y * log2(x)), off by up to 3 + 2|y log2 x| ulp.
@@ -66,6 +69,39 @@ float ieee_div(float a, float b) {
   // exponent (the smallest normal from a subnormal, infinity from the largest).
   const uint bits = (e > 0 ? uint(e - 1) << 23 : 0u) + kept + (up ? 1u : 0u);
   return uintBitsToFloat(sign | bits);
+}
+
+// An integer square root from the built-in's estimate (a few units off),
+// corrected on exact squares, then rounded on the exact remainder: for every
+// input, whatever the device's sqrt.
+float ieee_sqrt(float a) {
+  const uint u = floatBitsToUint(a);
+  if ((u & 0x7fffffffu) == 0u || u == 0x7f800000u) return a;  // +-0, +infinity
+  if (u > 0x7f800000u) return uintBitsToFloat(0x7fc00000u);   // NaN, negatives
+  // a = m * 2^e with m an integer in [2^23, 2^24), subnormals normalized.
+  uint m = u & 0x7fffffu;
+  int e = int(u >> 23);
+  if (e == 0) {
+    const int s = 23 - findMSB(m);
+    m <<= s;
+    e = 1 - s;
+  } else {
+    m |= 0x800000u;
+  }
+  e -= 150;
+  // n = m * 2^sh in [2^46, 2^48) with e - sh even: sqrt(a) = sqrt(n) * 2^((e - sh) / 2),
+  // sqrt(n) in [2^23, 2^24).
+  const int sh = (e & 1) != 0 ? 23 : 24;
+  const uint64_t n = uint64_t(m) << sh;
+  // r = floor(sqrt(n)): one Newton step on the exact remainder takes the
+  // estimate to within a unit, the squares settle the last one.
+  int64_t r = int64_t(sqrt(float(n)));
+  r += int64_t(roundEven(float(int64_t(n) - r * r) / float(2l * r)));
+  while (r * r > int64_t(n)) --r;
+  while ((r + 1l) * (r + 1l) <= int64_t(n)) ++r;
+  // Up when n > (r + 1/2)^2 = r^2 + r + 1/4, i.e. n - r^2 > r (never a tie).
+  if (int64_t(n) - r * r > r) ++r;
+  return ldexp(float(r), (e - sh) / 2);  // r <= 2^24: exact, and the result is normal
 }
 
 // Dekker's exact product: a * b == hi + lo, in f32 operations only (no fma).

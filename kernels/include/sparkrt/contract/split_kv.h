@@ -2,13 +2,15 @@
 // which tokens split z of n takes. One definition, read by C++17 (the CUDA
 // sources, the references and the op wrappers) and by GLSL (the SPIR-V
 // kernels; glslang defines VULKAN), so it is written in the subset the two
-// share: `uint` and `uint64_t`, functional casts, no brace initialisers.
+// share: `uint` and `uint64_t`, functional casts, and the result built by
+// SPARKRT_SPLIT_KV_RANGE (an aggregate in C++, a constructor in GLSL).
 #ifndef SPARKRT_CONTRACT_SPLIT_KV_H_
 #define SPARKRT_CONTRACT_SPLIT_KV_H_
 
 #if defined(VULKAN)
 #define SPARKRT_SPLIT_KV_CONST const
 #define SPARKRT_SPLIT_KV_FN
+#define SPARKRT_SPLIT_KV_RANGE(t0, t1) TokenRange(t0, t1)
 struct TokenRange {
   uint t0;
   uint t1;
@@ -21,10 +23,10 @@ struct TokenRange {
 namespace sparkrt::contract::split_kv {
 #define SPARKRT_SPLIT_KV_CONST inline constexpr
 #define SPARKRT_SPLIT_KV_FN SPARKRT_HOST_DEVICE constexpr
+#define SPARKRT_SPLIT_KV_RANGE(t0, t1) TokenRange{t0, t1}
 using uint = uint32_t;
 struct TokenRange {
   uint t0, t1;
-  SPARKRT_HOST_DEVICE constexpr TokenRange(uint first, uint end) : t0(first), t1(end) {}
 };
 #endif
 
@@ -46,13 +48,13 @@ SPARKRT_SPLIT_KV_FN TokenRange token_range(uint len, uint window, uint n, uint z
   if (n > 0u) {
     const uint a = t0 / kSplitAlign * kSplitAlign;
     const uint grain = kSplitAlign * n;
-    const uint64_t per = uint64_t((t1 - a + grain - 1u) / grain) * kSplitAlign;
+    const uint64_t per = uint64_t((t1 - a + grain - 1) / grain) * kSplitAlign;
     const uint64_t b = a + per * z;
     const uint64_t e = b + per;
     t0 = b < t0 ? t0 : b < t1 ? uint(b) : t1;
     t1 = e < t1 ? uint(e) : t1;
   }
-  return TokenRange(t0, t1);
+  return SPARKRT_SPLIT_KV_RANGE(t0, t1);
 }
 
 #if !defined(VULKAN)
@@ -60,5 +62,6 @@ SPARKRT_SPLIT_KV_FN TokenRange token_range(uint len, uint window, uint n, uint z
 #endif
 #undef SPARKRT_SPLIT_KV_CONST
 #undef SPARKRT_SPLIT_KV_FN
+#undef SPARKRT_SPLIT_KV_RANGE
 
 #endif  // SPARKRT_CONTRACT_SPLIT_KV_H_
