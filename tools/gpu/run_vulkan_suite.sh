@@ -19,7 +19,8 @@
 # copy_{cuda,vulkan}.{txt,json} (and vkprobe.{txt,json} with VKPROBE=path),
 # kv_{writes,decode}_{cuda,vulkan}_{1,2}.json, mla_{cuda,vulkan}_{1,2}.json and
 # vulkan_vs_cuda.md (tools/gpu/backend_compare.py). MLA_ARGS passes options
-# to sparkrt_mla_bench (default: all its shapes).
+# to sparkrt_mla_bench (default: all its shapes); PART=tests or PART=bench runs
+# one half.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd) || { echo "no build folder ${1:-build}" >&2; exit 2; }
