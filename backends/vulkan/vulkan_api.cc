@@ -191,13 +191,21 @@ absl::StatusOr<Instance> create_instance() {
   return inst;
 }
 
-absl::StatusOr<DeviceFunctions> load_device_functions(const Instance& inst, VkDevice device) {
+absl::StatusOr<DeviceFunctions> load_device_functions(const Instance& inst, VkDevice device,
+                                                      bool pipeline_executable_properties) {
   DeviceFunctions f;
 #define SPARKRT_VK_RESOLVE(name)                                                       \
   f.name = reinterpret_cast<PFN_##name>(inst.vkGetDeviceProcAddr(device, #name));      \
   if (f.name == nullptr) return absl::UnavailableError("vulkan: the driver lacks " #name);
   SPARKRT_VK_DEVICE_FUNCTIONS(SPARKRT_VK_RESOLVE)
 #undef SPARKRT_VK_RESOLVE
+  // Optional: the caller checks for null.
+#define SPARKRT_VK_RESOLVE_OPTIONAL(name) \
+  f.name = reinterpret_cast<PFN_##name>(inst.vkGetDeviceProcAddr(device, #name));
+  if (pipeline_executable_properties) {
+    SPARKRT_VK_PIPELINE_EXECUTABLE_FUNCTIONS(SPARKRT_VK_RESOLVE_OPTIONAL)
+  }
+#undef SPARKRT_VK_RESOLVE_OPTIONAL
   return f;
 }
 

@@ -74,6 +74,12 @@ namespace sparkrt::vulkan {
   X(vkCreateComputePipelines)           \
   X(vkDestroyPipeline)
 
+// VK_KHR_pipeline_executable_properties, resolved only where the device has
+// the extension enabled, and left null where the driver lacks one.
+#define SPARKRT_VK_PIPELINE_EXECUTABLE_FUNCTIONS(X) \
+  X(vkGetPipelineExecutablePropertiesKHR)           \
+  X(vkGetPipelineExecutableStatisticsKHR)
+
 #define SPARKRT_VK_MEMBER(name) PFN_##name name = nullptr;
 
 // The loader and the instance every device of the process shares.
@@ -91,6 +97,7 @@ struct Instance {
 // Device-level functions of one VkDevice.
 struct DeviceFunctions {
   SPARKRT_VK_DEVICE_FUNCTIONS(SPARKRT_VK_MEMBER)
+  SPARKRT_VK_PIPELINE_EXECUTABLE_FUNCTIONS(SPARKRT_VK_MEMBER)
 };
 
 // Opens the loader and creates the instance (Vulkan 1.2 or later). With
@@ -100,7 +107,11 @@ struct DeviceFunctions {
 // The instance is meant to live until the process exits (vulkan_backend.cc).
 absl::StatusOr<Instance> create_instance();
 
-absl::StatusOr<DeviceFunctions> load_device_functions(const Instance& instance, VkDevice device);
+// Every function of SPARKRT_VK_DEVICE_FUNCTIONS (an error names the first one
+// the driver lacks) and, with `pipeline_executable_properties` (the device was
+// created with that extension), those of SPARKRT_VK_PIPELINE_EXECUTABLE_FUNCTIONS.
+absl::StatusOr<DeviceFunctions> load_device_functions(const Instance& instance, VkDevice device,
+                                                      bool pipeline_executable_properties);
 
 // A Vulkan info struct of type `type`, every other field zero.
 template <typename T>

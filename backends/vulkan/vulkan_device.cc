@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -26,6 +27,18 @@ namespace spirv = sdk::spirv;
 bool has_extension(const std::vector<VkExtensionProperties>& list, const char* name) {
   return std::any_of(list.begin(), list.end(),
                      [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+// SPARKRT_VULKAN_PIPELINE_STATS: 1 reports the compile statistics of every
+// pipeline (README.md, "Pipeline statistics"); unset, empty or 0 does not.
+absl::StatusOr<bool> pipeline_stats_requested() {
+  const char* v = std::getenv("SPARKRT_VULKAN_PIPELINE_STATS");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0) return true;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "vulkan: SPARKRT_VULKAN_PIPELINE_STATS='%s' is not 0 or 1; unset it, or set it to 1 to "
+      "report each pipeline's compile statistics",
+      v));
 }
 
 }  // namespace
@@ -53,6 +66,8 @@ absl::StatusOr<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const Instance&
 
 absl::Status VulkanDevice::init(int index) {
   const Instance& in = instance_;
+  auto stats_requested = pipeline_stats_requested();
+  if (!stats_requested.ok()) return stats_requested.status();
   auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
   auto maintenance3 = vk_struct<VkPhysicalDeviceMaintenance3Properties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
   auto sm = vk_struct<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
@@ -61,6 +76,8 @@ absl::Status VulkanDevice::init(int index) {
   std::vector<VkExtensionProperties> extensions(n);
   in.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, extensions.data());
   const bool nv_sm = has_extension(extensions, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  const bool executable_properties =
+      has_extension(extensions, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
   subgroup.pNext = &maintenance3;
   maintenance3.pNext = &driver;
@@ -104,7 +121,9 @@ absl::Status VulkanDevice::init(int index) {
 
   // Features: what every kernel relies on is required, the rest enabled
   // where offered.
-  auto f12 = vk_struct<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+  auto fexec = vk_struct<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+  auto f12 = vk_struct<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                                         executable_properties ? &fexec : nullptr);
   auto f11 = vk_struct<VkPhysicalDeviceVulkan11Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12);
   auto features = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11);
   in.vkGetPhysicalDeviceFeatures2(physical_, &features);
@@ -140,6 +159,16 @@ absl::Status VulkanDevice::init(int index) {
   enable.features.shaderInt64 = VK_TRUE;
   enable.features.shaderInt16 = features.features.shaderInt16;
   enable.features.sparseBinding = features.features.sparseBinding;
+  // The driver's compile statistics of each pipeline, where it offers them:
+  // enabled whenever present, captured only with SPARKRT_VULKAN_PIPELINE_STATS=1.
+  std::vector<const char*> device_extensions;
+  auto eexec = vk_struct<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+  const bool executable_info = executable_properties && fexec.pipelineExecutableInfo;
+  if (executable_info) {
+    eexec.pipelineExecutableInfo = VK_TRUE;
+    e12.pNext = &eexec;
+    device_extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  }
 
   in.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
   std::vector<VkQueueFamilyProperties> families(n);
@@ -172,13 +201,24 @@ absl::Status VulkanDevice::init(int index) {
   auto info = vk_struct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &enable);
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;
+  info.enabledExtensionCount = static_cast<uint32_t>(device_extensions.size());
+  info.ppEnabledExtensionNames = device_extensions.data();
   if (VkResult r = in.vkCreateDevice(physical_, &info, nullptr, &device_); r != VK_SUCCESS) {
     device_ = VK_NULL_HANDLE;
     return vk_error(r, absl::StrFormat("vkCreateDevice(%s)", name));
   }
-  auto functions = load_device_functions(in, device_);
+  auto functions = load_device_functions(in, device_, executable_info);
   if (!functions.ok()) return functions.status();
   vk_ = *functions;
+  if (*stats_requested) {
+    pipeline_statistics_ = executable_info && vk_.vkGetPipelineExecutablePropertiesKHR != nullptr &&
+                           vk_.vkGetPipelineExecutableStatisticsKHR != nullptr;
+    if (!pipeline_statistics_)
+      std::fprintf(stderr,
+                   "sparkrt vulkan: SPARKRT_VULKAN_PIPELINE_STATS=1, but device %d (%s) does not "
+                   "offer VK_KHR_pipeline_executable_properties: no pipeline statistics\n",
+                   index, name.c_str());
+  }
   vk_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
   auto pool = vk_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
   pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;

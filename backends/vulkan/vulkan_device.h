@@ -108,6 +108,9 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   const DeviceFunctions& vk() const { return vk_; }
   VkDevice handle() const { return device_; }
   uint32_t push_constant_limit() const { return props_.limits.maxPushConstantsSize; }
+  // SPARKRT_VULKAN_PIPELINE_STATS=1 and the device offers the statistics:
+  // every pipeline is created capturing them, and they are written to stderr.
+  bool pipeline_statistics() const { return pipeline_statistics_; }
 
  private:
   struct Allocation {
@@ -221,6 +224,7 @@ class VulkanDevice final : public sdk::Device, public sdk::GraphCapable {
   uint32_t queries_made_ = 0;
   uint64_t max_allocation_ = 0;  // one allocation's limit (SPARKRT_VULKAN_MAX_ALLOCATION may lower it)
   bool sparse_ = false;          // sparse binding: buffers beyond max_allocation_
+  bool pipeline_statistics_ = false;  // pipeline_statistics()
   uint64_t device_heap_bytes_ = 0;  // the largest device-local heap
   // The backend's own kernels (fill_bytes.comp, copy_bytes.comp).
   std::unique_ptr<VulkanModule> builtin_fill_, builtin_copy_;

@@ -3,13 +3,102 @@
 // push-constant range holds the parameters (or the address of an argument
 // buffer holding them), and a pipeline per launch shape.
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "vulkan_device.h"
 
 namespace sparkrt::vulkan {
 
 namespace spirv = sdk::spirv;
+
+namespace {
+
+// The driver's text of a fixed-size Vulkan string field.
+std::string text(const char (&field)[VK_MAX_DESCRIPTION_SIZE]) {
+  return std::string(field, strnlen(field, VK_MAX_DESCRIPTION_SIZE));
+}
+
+// "name=value, ..." for the statistics of one executable of `pipeline`.
+std::string executable_statistics(const DeviceFunctions& vk, VkDevice device,
+                                  VkPipeline pipeline, uint32_t executable) {
+  auto info = vk_struct<VkPipelineExecutableInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR);
+  info.pipeline = pipeline;
+  info.executableIndex = executable;
+  uint32_t n = 0;
+  VkResult r = vk.vkGetPipelineExecutableStatisticsKHR(device, &info, &n, nullptr);
+  std::vector<VkPipelineExecutableStatisticKHR> stats(
+      n, vk_struct<VkPipelineExecutableStatisticKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR));
+  if (r == VK_SUCCESS) r = vk.vkGetPipelineExecutableStatisticsKHR(device, &info, &n, stats.data());
+  if (r != VK_SUCCESS)
+    return absl::StrFormat("no statistics (vkGetPipelineExecutableStatisticsKHR: %s)",
+                           result_name(r));
+  if (n == 0) return "no statistics";
+  std::string out;
+  for (uint32_t i = 0; i < n; ++i) {
+    const VkPipelineExecutableStatisticKHR& s = stats[i];
+    absl::StrAppend(&out, i == 0 ? "" : ", ", text(s.name), "=");
+    switch (s.format) {
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        absl::StrAppend(&out, s.value.b32 ? "true" : "false");
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        absl::StrAppend(&out, s.value.i64);
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+        absl::StrAppend(&out, s.value.u64);
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR:
+        absl::StrAppendFormat(&out, "%g", s.value.f64);
+        break;
+      default:
+        absl::StrAppendFormat(&out, "(format %d)", static_cast<int>(s.format));
+        break;
+    }
+  }
+  return out;
+}
+
+// Writes one line to stderr with every statistic the driver gives for
+// `pipeline` (created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR):
+//   sparkrt vulkan pipeline vector_ops.vector_add_f32 block 256x1x1: name=value, ...
+// " shared N" follows the block where the launch asks for dynamic shared
+// memory; a pipeline of several executables (not seen for compute) names each
+// before its statistics, separated by "; ". A failed query is reported on the
+// line, never returned: the pipeline is usable regardless.
+void report_statistics(const DeviceFunctions& vk, VkDevice device, VkPipeline pipeline,
+                       const std::string& qualified, const PipelineKey& key) {
+  std::string line = absl::StrFormat("sparkrt vulkan pipeline %s block %dx%dx%d", qualified,
+                                     key[0], key[1], key[2]);
+  if (key[3] > 0) absl::StrAppendFormat(&line, " shared %d", key[3]);
+  line += ": ";
+  auto info = vk_struct<VkPipelineInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR);
+  info.pipeline = pipeline;
+  uint32_t n = 0;
+  VkResult r = vk.vkGetPipelineExecutablePropertiesKHR(device, &info, &n, nullptr);
+  std::vector<VkPipelineExecutablePropertiesKHR> executables(
+      n, vk_struct<VkPipelineExecutablePropertiesKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR));
+  if (r == VK_SUCCESS) r = vk.vkGetPipelineExecutablePropertiesKHR(device, &info, &n, executables.data());
+  if (r != VK_SUCCESS) {
+    absl::StrAppendFormat(&line, "no statistics (vkGetPipelineExecutablePropertiesKHR: %s)",
+                          result_name(r));
+  } else if (n == 0) {
+    line += "no executables";
+  } else {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i > 0) line += "; ";
+      if (n > 1) absl::StrAppend(&line, text(executables[i].name), ": ");
+      line += executable_statistics(vk, device, pipeline, i);
+    }
+  }
+  // One call, so that lines of pipelines made on several threads stay whole.
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+}  // namespace
 
 VulkanKernel::VulkanKernel(VulkanDevice& device, std::string qualified_name, VkShaderModule shader,
                            const spirv::EntryPoint& entry, bool block_from_spec,
@@ -62,6 +151,7 @@ absl::StatusOr<VkPipeline> VulkanKernel::pipeline(const std::array<uint32_t, 3>&
   info.stage.pName = entry_name_.c_str();
   info.stage.pSpecializationInfo = &spec;
   info.layout = layout;
+  if (device_.pipeline_statistics()) info.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline pipeline = VK_NULL_HANDLE;
   if (VkResult r = device_.vk().vkCreateComputePipelines(device_.handle(), VK_NULL_HANDLE, 1, &info,
                                                           nullptr, &pipeline);
@@ -70,6 +160,8 @@ absl::StatusOr<VkPipeline> VulkanKernel::pipeline(const std::array<uint32_t, 3>&
                                        "bytes of shared memory",
                                        qualified, block[0], block[1], block[2], shared_bytes));
   pipelines_.emplace(key, pipeline);
+  if (device_.pipeline_statistics())
+    report_statistics(device_.vk(), device_.handle(), pipeline, qualified, key);
   return pipeline;
 }
 
