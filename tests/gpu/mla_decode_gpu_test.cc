@@ -1,10 +1,9 @@
-// The Kimi K3 gated-NoPE MLA decode (module mla_decode) on the cuda backend
-// against the cpu backend, which runs the reference implementations (the
-// oracle). Both devices get the same random, non-zero inputs; every output
-// buffer is poisoned (f32 NaN) on both before the op runs, so an element the
-// GPU fails to write, or writes where it should not, shows up.
-// The op wrappers are the same calls on both backends. Tolerances are those
-// of docs/kernels.md ("Module mla_decode", "Tolerances").
+// The Kimi K3 gated-NoPE MLA decode (module mla_decode) on a GPU backend (cuda, or vulkan with
+// --backend=vulkan) against the cpu backend, which runs the reference implementations (the oracle).
+// Both devices get the same random, non-zero inputs; every output buffer is poisoned (f32 NaN) on
+// both before the op runs, so an element the GPU fails to write, or writes where it should not,
+// shows up. The op wrappers are the same calls on both backends. Tolerances are those of
+// docs/kernels.md ("Module mla_decode", "Tolerances").
 #include <doctest/doctest.h>
 
 #include <algorithm>

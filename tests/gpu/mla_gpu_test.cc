@@ -1,10 +1,9 @@
-// The MLA ops on the cuda backend against the cpu
-// backend, which runs the reference implementations (the oracle). Both
-// devices get the same random, non-zero inputs; every output buffer is
-// poisoned (0xff: bf16 and fp8 NaN, f32 NaN) on both before the op runs, so
-// an element the GPU fails to write, or writes where it should not, shows up.
-// The op wrappers are the same calls on both backends. Tolerances are those
-// of docs/kernels.md ("Module mla", "Tolerances").
+// The MLA ops on a GPU backend (cuda, or vulkan with --backend=vulkan) against the cpu backend,
+// which runs the reference implementations (the oracle). Both devices get the same random, non-zero
+// inputs; every output buffer is poisoned (0xff: bf16 and fp8 NaN, f32 NaN) on both before the op
+// runs, so an element the GPU fails to write, or writes where it should not, shows up. The op
+// wrappers are the same calls on both backends. Tolerances are those of docs/kernels.md ("Module
+// mla", "Tolerances").
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -162,6 +161,90 @@ TEST_CASE("mla_cache_assemble matches the reference bit for bit") {
     size_t poisoned_middle = 0;
     for (uint32_t d = 0; d < s.dim; ++d) poisoned_middle += k[s.dim + d] == 0xffff;
     CHECK(poisoned_middle == 0);
+  }
+}
+
+// ── the split merge ─────────────────────────────────────────────────────────
+
+// mla_decode_combine on its own: the split decode reaches it only where the op
+// splits, which it does not on every backend.
+
+TEST_CASE("mla_decode_combine matches the reference: splits, empty splits, sinks, dims") {
+  Pair& p = pair();
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  struct Shape {
+    uint32_t heads, seqs, dv, splits;
+    bool sinks;
+    uint32_t block;
+  };
+  for (const Shape& s :
+       {Shape{16, 3, 512, 2, false, 256}, Shape{16, 3, 512, 5, true, 256},
+        Shape{128, 2, 512, 13, true, 256}, Shape{8, 2, 448, 7, false, 256},
+        Shape{4, 2, 512, 256, true, 256}, Shape{4, 1, 512, 1, true, 256},
+        Shape{6, 2, 61, 9, true, 256}, Shape{3, 2, 960, 3, false, 256},
+        Shape{5, 2, 512, 40, true, 96}, Shape{5, 2, 64, 17, true, 256},
+        Shape{2, 2, 8, 300, false, 256}, Shape{2, 2, 8, 0, false, 256}}) {
+    INFO("heads " << s.heads << " seqs " << s.seqs << " dv " << s.dv << " splits " << s.splits
+                  << " sinks " << s.sinks << " block " << s.block);
+    const uint64_t rows = uint64_t{s.heads} * s.seqs;
+    std::vector<float> acc(rows * s.splits * s.dv), ml(rows * s.splits * 2);
+    for (uint64_t r = 0; r < rows; ++r)
+      for (uint32_t z = 0; z < s.splits; ++z) {
+        const uint64_t pr = r * s.splits + z;
+        // About one split in four empty (whole rows empty for some heads);
+        // an empty split's accumulators are NaN here: they must not be read.
+        const bool empty = (gen() % 4 == 0) || (r % 5 == 3);
+        const float l = empty ? 0.0f : std::uniform_real_distribution<float>(0.5f, 64.0f)(gen);
+        ml[2 * pr] = empty ? -INFINITY : std::uniform_real_distribution<float>(-30.0f, 30.0f)(gen);
+        ml[2 * pr + 1] = l;
+        for (uint32_t d = 0; d < s.dv; ++d)
+          acc[pr * s.dv + d] = empty ? NAN : l * random_mag(gen, 0.01f, 1.5f);
+      }
+    BufferPair pa(p, acc), pm(p, ml), sk(p, random_f32(gen, s.heads, 0.5f, 30.0f)),
+        out(p, rows * s.dv * 2 + 64);
+    out.poison();
+    for (int side = 0; side < 2; ++side) {
+      Side& d = p.side(side);
+      const absl::Status st = KernelLaunch(*d.dev, d.k.mla_decode_combine)
+                                  .grid({s.heads, s.seqs})
+                                  .block({s.block})
+                                  .arg(pa.on(side))
+                                  .arg(pm.on(side))
+                                  .arg(out.on(side))
+                                  .arg(s.sinks ? sk.on(side) : DevicePtr{})
+                                  .arg(s.heads)
+                                  .arg(s.dv)
+                                  .arg(s.splits)
+                                  .launch();
+      if (s.splits == 0 || s.splits > 256) {
+        // The reference refuses; the kernel returns without writing.
+        if (side == 0) REQUIRE_OK(st);
+        continue;
+      }
+      REQUIRE_OK(st);
+    }
+    const auto g = out.read<uint16_t>(0), c = out.read<uint16_t>(1);
+    if (s.splits == 0 || s.splits > 256) {
+      size_t written = 0;
+      for (auto x : g) written += x != 0xffff;
+      CHECK(written == 0);
+      continue;
+    }
+    Tally t;
+    size_t tail = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (i >= rows * s.dv) {
+        tail += g[i] != 0xffff;
+        continue;
+      }
+      // f32 sums in another order (the terms cancel: |V| <= 1.5), exp2 and a
+      // reciprocal: a bf16 ulp and far inside the decode's 2^-10 max |V|.
+      t.add(i, bf16d(g[i]), bf16d(c[i]), 0x1p-7 * std::fabs(bf16d(c[i])) + 0x1p-16 * 1.5);
+    }
+    t.check("mla_decode_combine");
+    CHECK(tail == 0);
   }
 }
 

@@ -1,9 +1,8 @@
-// The TurboQuant cache writes and the rotation on the cuda backend against
-// the cpu backend's references, which share the format's quantizer
-// (sparkrt/contract/turbo_kv_cache.h): every K and V byte, the scales
-// included, must match bit for bit, and so must the rotation (the same f32
-// butterflies and one bf16 rounding). Pools poisoned (0xff) on both first,
-// negative slots, padded K blocks and row strides.
+// The TurboQuant cache writes and the rotation on a GPU backend (cuda, or vulkan with
+// --backend=vulkan) against the cpu backend's references, which share the format's quantizer
+// (sparkrt/contract/turbo_kv_cache.h): every K and V byte, the scales included, must match bit for
+// bit, and so must the rotation (the same f32 butterflies and one bf16 rounding). Pools poisoned
+// (0xff) on both first, negative slots, padded K blocks and row strides.
 #include <doctest/doctest.h>
 
 #include <cstdint>

@@ -1,9 +1,8 @@
-// Decode attention over TurboQuant caches on the cuda backend against the cpu
-// backend's reference, through the op wrappers: the caches are written on
-// each side by its own write op (bit-identical, turbo_kv_cache_gpu_test), the
-// outputs poisoned (0xff) first and compared within docs/kernels.md's
-// tolerance of the bf16 decode (tensor-core products, f16 V and weights, f32 sums).
-// GQA 1/4/8, head_dim 64/128/256, blocks of 16 and 32, ragged and empty
+// Decode attention over TurboQuant caches on a GPU backend (cuda, or vulkan with --backend=vulkan)
+// against the cpu backend's reference, through the op wrappers: the caches are written on each side
+// by its own write op (bit-identical, turbo_kv_cache_gpu_test), the outputs poisoned (0xff) first
+// and compared within docs/kernels.md's tolerance of the bf16 decode (tensor-core products, f16 V
+// and weights, f32 sums). GQA 1/4/8, head_dim 64/128/256, blocks of 16 and 32, ragged and empty
 // sequences, sliding windows, the op's own split choice and forced splits.
 #include <doctest/doctest.h>
 
