@@ -78,9 +78,13 @@ def main():
         sys.exit(__doc__)
     folder = sys.argv[1]
     cuda, vulkan = load(folder, "cuda"), load(folder, "vulkan")
-    if not cuda or not vulkan:
+    mla = load_mla(folder, "cuda") and load_mla(folder, "vulkan")
+    if (not cuda or not vulkan) and not mla:
         sys.exit(f"backend_compare: need runs of both backends in {folder} "
-                 f"({glob.glob(os.path.join(folder, 'kv_*.json'))})")
+                 f"({glob.glob(os.path.join(folder, '*.json'))})")
+    if not cuda or not vulkan:
+        print_mla(folder)
+        return
     print("| op | dtype | tokens | batch | context | hq/hkv | cuda GB/s | vulkan GB/s | "
           "vulkan / cuda (spread) |")
     print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |")
