@@ -1,13 +1,20 @@
 // The split-KV rule of the decode modules (docs/kernels.md, "Split-KV"):
 // which tokens split z of n takes. One definition, read by C++17 (the CUDA
 // sources, the references and the op wrappers) and by GLSL (the SPIR-V
-// kernels; glslang defines VULKAN), so it is written in the subset the two
+// kernels, compiled by glslang, which defines VULKAN and GL_core_profile;
+// SPARKRT_SPLIT_KV_GLSL below), so it is written in the subset the two
 // share: `uint` and `uint64_t`, functional casts, and the result built by
 // SPARKRT_SPLIT_KV_RANGE (an aggregate in C++, a constructor in GLSL).
 #ifndef SPARKRT_CONTRACT_SPLIT_KV_H_
 #define SPARKRT_CONTRACT_SPLIT_KV_H_
 
-#if defined(VULKAN)
+#if defined(VULKAN) && defined(GL_core_profile)
+#define SPARKRT_SPLIT_KV_GLSL 1
+#else
+#define SPARKRT_SPLIT_KV_GLSL 0
+#endif
+
+#if SPARKRT_SPLIT_KV_GLSL
 #define SPARKRT_SPLIT_KV_CONST const
 #define SPARKRT_SPLIT_KV_FN
 #define SPARKRT_SPLIT_KV_RANGE(t0, t1) TokenRange(t0, t1)
@@ -57,11 +64,12 @@ SPARKRT_SPLIT_KV_FN TokenRange token_range(uint len, uint window, uint n, uint z
   return SPARKRT_SPLIT_KV_RANGE(t0, t1);
 }
 
-#if !defined(VULKAN)
+#if !SPARKRT_SPLIT_KV_GLSL
 }  // namespace sparkrt::contract::split_kv
 #endif
 #undef SPARKRT_SPLIT_KV_CONST
 #undef SPARKRT_SPLIT_KV_FN
 #undef SPARKRT_SPLIT_KV_RANGE
+#undef SPARKRT_SPLIT_KV_GLSL
 
 #endif  // SPARKRT_CONTRACT_SPLIT_KV_H_
