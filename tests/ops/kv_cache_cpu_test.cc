@@ -474,7 +474,9 @@ TEST_CASE("ops cpu: fused K path (fp8) scales and saturates after one f32 pipeli
 TEST_CASE("ops cpu: undersized buffers are errors naming the operand") {
   auto dev = open_device("cpu");
   const auto k = resolve<ops::KvCacheKernels>(*dev);
-  std::mt19937_64 gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << " (replay: --set-env=SPARKRT_TEST_SEED=" << seed << ")");
+  std::mt19937_64 gen(seed);
   const uint32_t heads = 2, dim = 64, tokens = 8, block_size = 16;
   const Pool pool = dense_pool(1, block_size, heads, dim);
   const auto key = random_bf16(gen, uint64_t{tokens} * heads * dim);

@@ -360,7 +360,9 @@ TEST_CASE("ops cpu: the decode op splits by itself when its CTAs cannot fill the
 TEST_CASE("ops cpu: decode with undersized buffers or lengths past the table is an error") {
   auto dev = open_device("cpu");
   const auto k = resolve<ops::PagedAttentionKernels>(*dev);
-  std::mt19937_64 gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << " (replay: --set-env=SPARKRT_TEST_SEED=" << seed << ")");
+  std::mt19937_64 gen(seed);
   const Problem p = make_problem(gen, CacheType::kBf16, 4, 2, 64, 16, 0, {20, 33});
   Buffer dq(*dev, p.q), dtables(*dev, p.tables), dlens(*dev, p.lens);
   Buffer dk(*dev, p.k_bf16), dv(*dev, p.v_bf16);

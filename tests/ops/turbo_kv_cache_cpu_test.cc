@@ -18,7 +18,9 @@ using namespace opstest;
 TEST_CASE("turbo cache writes: K raw, V's indices and scales as the format says (cpu)") {
   auto dev = open_device("cpu");
   const auto k = resolve<ops::TurboKvCacheKernels>(*dev);
-  std::mt19937_64 gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << " (replay: --set-env=SPARKRT_TEST_SEED=" << seed << ")");
+  std::mt19937_64 gen(seed);
   for (uint32_t bits : {2u, 3u, 4u})
     for (const auto& [heads, dim, block_size] :
          {std::tuple{1u, 64u, 16u}, std::tuple{4u, 128u, 32u}, std::tuple{2u, 256u, 16u},
@@ -102,7 +104,9 @@ TEST_CASE("turbo cache writes: K raw, V's indices and scales as the format says 
 TEST_CASE("hadamard_transform_bf16 is the normalized Walsh-Hadamard transform, its own inverse (cpu)") {
   auto dev = open_device("cpu");
   const auto k = resolve<ops::TurboKvCacheKernels>(*dev);
-  std::mt19937_64 gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << " (replay: --set-env=SPARKRT_TEST_SEED=" << seed << ")");
+  std::mt19937_64 gen(seed);
   for (uint32_t d : {64u, 128u, 256u, 512u}) {
     CAPTURE(d);
     const uint32_t tokens = 5, heads = 3, stride = heads * d + 16;
@@ -143,7 +147,9 @@ TEST_CASE("hadamard_transform_bf16 is the normalized Walsh-Hadamard transform, i
 TEST_CASE("TurboQuant quality: quantization MSE on Gaussian data, and what the rotation buys") {
   auto dev = open_device("cpu");
   const auto wk = resolve<ops::TurboKvCacheKernels>(*dev);
-  std::mt19937_64 gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << " (replay: --set-env=SPARKRT_TEST_SEED=" << seed << ")");
+  std::mt19937_64 gen(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   // MSE per unit variance over 524288 Gaussian values per width, next to the
   // Lloyd-Max optimum for N(0, 1) at a known variance; the per-group scale

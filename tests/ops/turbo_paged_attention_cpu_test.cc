@@ -24,7 +24,9 @@ TEST_CASE("turbo decode attention matches float64 attention over the stored V (c
   auto dev = open_device("cpu");
   const auto wk = resolve<ops::TurboKvCacheKernels>(*dev);
   const auto dk = resolve<ops::TurboPagedAttentionKernels>(*dev);
-  std::mt19937_64 gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << " (replay: --set-env=SPARKRT_TEST_SEED=" << seed << ")");
+  std::mt19937_64 gen(seed);
   struct Case {
     uint32_t bits, q_heads, kv_heads, dim, block_size, window, splits;
   };
@@ -110,7 +112,9 @@ TEST_CASE("TurboQuant quality: attention error with and without the rotation, Ga
   auto dev = open_device("cpu");
   const auto wk = resolve<ops::TurboKvCacheKernels>(*dev);
   const auto dk = resolve<ops::TurboPagedAttentionKernels>(*dev);
-  std::mt19937_64 gen(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed << " (replay: --set-env=SPARKRT_TEST_SEED=" << seed << ")");
+  std::mt19937_64 gen(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   const uint32_t q_heads = 16, kv_heads = 4, dim = 128, block = 16, len = 1024;
   const uint32_t blocks = len / block, row = kv_heads * dim;
@@ -179,8 +183,15 @@ TEST_CASE("TurboQuant quality: attention error with and without the rotation, Ga
                                                  << err[0] << " without the rotation, " << err[1]
                                                  << " with it");
       // Fewer bits, more error; the rotation pays where channels are outliers.
-      CHECK(err[1] < (bits == 2 ? 0.45 : bits == 3 ? 0.2 : 0.1));
-      if (outliers) CHECK(err[1] < 0.8 * err[0]);
+      // The bounds sit well above the spread over seeds 1-1000 (2026-12-04):
+      // with the rotation, Gaussian V at most 0.405 / 0.179 / 0.086 (2 / 3 /
+      // 4 bits; means 0.361 / 0.156 / 0.077), outlier V at most 0.419 / 0.230 /
+      // 0.127 (means 0.256 / 0.141 / 0.080); rotated over unrotated error for
+      // outlier V at most 0.40 / 0.50 / 0.77 (means 0.34 / 0.44 / 0.68).
+      const double bound[2][3] = {{0.46, 0.21, 0.105}, {0.55, 0.32, 0.18}};
+      const double gain[3] = {0.55, 0.65, 0.92};
+      CHECK(err[1] < bound[outliers][bits - 2]);
+      if (outliers) CHECK(err[1] < gain[bits - 2] * err[0]);
     }
   }
 }

@@ -4,10 +4,15 @@
 
 #include <doctest/doctest.h>
 
+#include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,8 +35,20 @@ inline bool contains(const absl::Status& s, std::string_view text) {
   return std::string(s.message()).find(text) != std::string::npos;
 }
 
-// A fresh seed per run; tests report it with INFO so a failure can be replayed.
+// A fresh seed per run; tests report it with INFO so that a failure can be
+// replayed: --set-env=SPARKRT_TEST_SEED=<seed> makes every fresh_seed() of
+// the run return it (decimal, below 2^64; anything else fails the run).
 inline uint64_t fresh_seed() {
+  if (const char* text = std::getenv("SPARKRT_TEST_SEED"); text != nullptr && *text != '\0') {
+    uint64_t seed = 0;
+    const char* end = text + std::strlen(text);
+    const auto [at, ec] = std::from_chars(text, end, seed);
+    if (ec != std::errc() || at != end) {
+      std::fprintf(stderr, "SPARKRT_TEST_SEED='%s' is not a decimal seed below 2^64\n", text);
+      std::abort();
+    }
+    return seed;
+  }
   return (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
 }
 
