@@ -184,10 +184,11 @@ TEST_CASE("TurboQuant quality: attention error with and without the rotation, Ga
                                                  << " with it");
       // Fewer bits, more error; the rotation pays where channels are outliers.
       // The bounds sit well above the spread over seeds 1-1000 (2026-12-04):
-      // with the rotation, Gaussian V at most 0.405 / 0.179 / 0.086 (2 / 3 /
-      // 4 bits; means 0.361 / 0.156 / 0.077), outlier V at most 0.419 / 0.230 /
-      // 0.127 (means 0.256 / 0.141 / 0.080); rotated over unrotated error for
-      // outlier V at most 0.40 / 0.50 / 0.77 (means 0.34 / 0.44 / 0.68).
+      // with the rotation, Gaussian V at most 0.409 / 0.179 / 0.087 (2 / 3 /
+      // 4 bits; means 0.360 / 0.156 / 0.077), outlier V at most 0.455 / 0.246 /
+      // 0.142 (means 0.256 / 0.142 / 0.080, a long upper tail); rotated over
+      // unrotated error for outlier V at most 0.40 / 0.51 / 0.80 (means 0.34 /
+      // 0.44 / 0.68).
       const double bound[2][3] = {{0.46, 0.21, 0.105}, {0.55, 0.32, 0.18}};
       const double gain[3] = {0.55, 0.65, 0.92};
       CHECK(err[1] < bound[outliers][bits - 2]);
