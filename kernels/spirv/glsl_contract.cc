@@ -100,8 +100,8 @@ class Header {
 #define SPARKRT_GLSL_CONSTANT(header, ns, name) header.constant(#name, contract::ns::name)
 
 void kv_cache(const std::filesystem::path& dir) {
+  // Its kernels take their geometry from the launch: no constant yet.
   Header h(dir, "kv_cache");
-  SPARKRT_GLSL_CONSTANT(h, kv_cache, kCopyThreads);
 }
 
 void paged_attention(const std::filesystem::path& dir) {
@@ -110,19 +110,16 @@ void paged_attention(const std::filesystem::path& dir) {
   SPARKRT_GLSL_CONSTANT(h, paged_attention, kMaxHeadsPerCta);
   SPARKRT_GLSL_CONSTANT(h, paged_attention, kHeadDimAlign);
   SPARKRT_GLSL_CONSTANT(h, paged_attention, kMaxHeadDim);
-  SPARKRT_GLSL_CONSTANT(h, paged_attention, kCombineMaxSplits);
 }
 
 void mla(const std::filesystem::path& dir) {
   Header h(dir, "mla");
-  SPARKRT_GLSL_CONSTANT(h, mla, kLatentDim);
   SPARKRT_GLSL_CONSTANT(h, mla, kRopeDim);
   SPARKRT_GLSL_CONSTANT(h, mla, kCacheDim);
   SPARKRT_GLSL_CONSTANT(h, mla, kThreads);
   SPARKRT_GLSL_CONSTANT(h, mla, kGemvOutputsPerCta);
   SPARKRT_GLSL_CONSTANT(h, mla, kMaxDim);
   SPARKRT_GLSL_CONSTANT(h, mla, kCombineMaxSplits);
-  SPARKRT_GLSL_CONSTANT(h, mla, kPerHeadChunk);
   SPARKRT_GLSL_CONSTANT(h, mla, kTile);
   SPARKRT_GLSL_CONSTANT(h, mla, kTiledRows);
   SPARKRT_GLSL_CONSTANT(h, mla, kTiledThreads);
@@ -130,15 +127,12 @@ void mla(const std::filesystem::path& dir) {
 
 void mla_decode(const std::filesystem::path& dir) {
   Header h(dir, "mla_decode");
-  SPARKRT_GLSL_CONSTANT(h, mla_decode, kRopeThreads);
   SPARKRT_GLSL_CONSTANT(h, mla_decode, kSdpaThreads);
-  SPARKRT_GLSL_CONSTANT(h, mla_decode, kDimsPerLane);
 }
 
 void turbo_kv_cache(const std::filesystem::path& dir) {
   namespace t = contract::turbo_kv_cache;
   Header h(dir, "turbo_kv_cache");
-  SPARKRT_GLSL_CONSTANT(h, turbo_kv_cache, kThreads);
   SPARKRT_GLSL_CONSTANT(h, turbo_kv_cache, kGroup);
   SPARKRT_GLSL_CONSTANT(h, turbo_kv_cache, kMinRotationDim);
   SPARKRT_GLSL_CONSTANT(h, turbo_kv_cache, kMaxRotationDim);
