@@ -3,6 +3,7 @@
 //
 //   sparkrt_mla_bench [--backend cuda|vulkan] [--json out.json] [--reps 15] [--quick]
 //                     [--decode-only] [--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]
+//                     [--k3-only] [--k3-splits N]
 //
 // --decode-shape times only the fp8 decode shapes given, in order (for
 // profiling and for comparing kernel builds); --pause-ms idles that long
@@ -10,14 +11,18 @@
 //
 // (a) K3 token steps. One layer of MLA attention in the expanded form:
 //     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
-//     v_head_dim 128, output gate on, with 1K and 8K tokens already cached.
-//     Each step is timed on the host clock from call to output-on-host (the
-//     steps block), median over many consecutive tokens. The device-resident
-//     step moves the same bytes over the bus at every length (q, k, v, g up,
-//     out down); the host-KV step uploads the whole cache every token. The
-//     attention kernel alone at the same length is timed with events, so
-//     "step - kernel" is what the step costs on the host side and must not
-//     grow with the sequence for the device-resident step.
+//     v_head_dim 128, output gate on, with 1K, 8K and 32K tokens already
+//     cached. Each step is timed on the host clock from call to
+//     output-on-host (the steps block), median over many consecutive tokens.
+//     The device-resident step (its KV allocated for the configuration, so
+//     it attends split-KV) moves the same bytes over the bus at every length
+//     (q, k, v, g up, out down); the host-KV step (not at 32K) uploads the
+//     whole cache every token and attends in one pass. Both attention forms
+//     alone at the same length are timed with events (the split form with
+//     the plan's split count, or --k3-splits), with the bytes they read (the
+//     K and V rows) against the copy ceiling; "step - split" is what the
+//     device-resident step costs beyond its attention, and must not grow
+//     with the sequence.
 // (b) mla_paged_decode_fp8 (and, for comparison, mla_paged_decode_nvfp4) at
 //     4K and 8K context: one KV head, kv_cache_dim 576 (q_head_dim 576),
 //     block size 64, K and V in one pool (V is the latent part of the K row),
@@ -69,6 +74,8 @@ struct Args {
   int reps = 15;
   bool quick = false;
   bool decode_only = false;
+  bool k3_only = false;    // --k3-only: the K3 steps, no paged decode shapes
+  uint32_t k3_splits = 0;  // --k3-splits: the split form's count (0: the plan's)
   // Set by --decode-shape (repeatable): time only these fp8 decode shapes,
   // in order.
   struct DecodeShape {
@@ -90,9 +97,14 @@ std::vector<float> random_f32(std::mt19937_64& gen, size_t n, float lo = 0.25f, 
 
 struct StepRow {
   std::string path;  // "device" or "host"
-  uint32_t context = 0, tokens_timed = 0;
-  double step_us = 0, kernel_us = 0;  // median step, attention kernel alone
-  double bus_bytes = 0;               // host<->device bytes per token
+  uint32_t context = 0, tokens_timed = 0, splits = 0;
+  double step_us = 0;                  // median step
+  double one_pass_us = 0, split_us = 0;  // the attention forms alone
+  double attention_bytes = 0;          // the K and V rows they read
+  double bus_bytes = 0;                // host<->device bytes per token
+  // What the step costs beyond the attention it runs.
+  double host_side_us() const { return step_us - (path == "device" ? split_us : one_pass_us); }
+  double split_frac() const { return attention_bytes / split_us / 1e6 / kCeilingTBps; }
 };
 
 ops::MlaConfig k3_config() {
@@ -101,7 +113,7 @@ ops::MlaConfig k3_config() {
 }
 
 void bench_k3(Device& dev, const ops::MlaDecodeKernels& k, Stream stream, std::mt19937_64& gen,
-              uint32_t context, int device_tokens, int host_tokens, int reps,
+              uint32_t context, int device_tokens, int host_tokens, int reps, uint32_t k3_splits,
               std::vector<StepRow>& rows) {
   const ops::MlaConfig cfg = k3_config();
   ok(cfg.validate(), "config");
@@ -115,7 +127,7 @@ void bench_k3(Device& dev, const ops::MlaDecodeKernels& k, Stream stream, std::m
     ok(host.append(std::span<const float>(k_all).subspan(size_t{t} * kr, kr),
                    std::span<const float>(v_all).subspan(size_t{t} * vr, vr)),
        "host append");
-  auto kv = ok(ops::MlaDeviceKv::alloc(dev, size_t{context} + warm + device_tokens, kr, vr),
+  auto kv = ok(ops::MlaDeviceKv::alloc(dev, size_t{context} + warm + device_tokens, cfg),
                "MlaDeviceKv::alloc");
   {
     Buf k_dev(dev, k_all.size() * 4);
@@ -157,26 +169,42 @@ void bench_k3(Device& dev, const ops::MlaDecodeKernels& k, Stream stream, std::m
     }
     return median(us);
   };
-  // The attention kernel alone over `context` rows of the device cache.
-  const double kernel_us = time_events(dev, stream, reps, [&](Stream st) {
-    return ops::k3_mla_sdpa_gate(
-        dev, k,
-        {.q = kv.scratch_q(), .k = kv.k(), .v = kv.v(), .g = kv.scratch_g(),
-         .out = kv.scratch_out(), .seq_len = context, .heads = cfg.heads,
-         .dq = cfg.qk_head_dim(), .dv = cfg.v_head_dim, .use_gate = true},
-        st);
+  // Both attention forms alone over `context` rows of the device cache.
+  const ops::K3MlaSdpaGateArgs attn{
+      .q = kv.scratch_q(), .k = kv.k(), .v = kv.v(), .g = kv.scratch_g(),
+      .out = kv.scratch_out(), .seq_len = context, .heads = cfg.heads, .dq = cfg.qk_head_dim(),
+      .dv = cfg.v_head_dim, .use_gate = true};
+  const double one_pass_us = time_events(
+      dev, stream, reps, [&](Stream st) { return ops::k3_mla_sdpa_gate(dev, k, attn, st); });
+  const uint32_t splits =
+      k3_splits ? k3_splits
+                : ops::k3_mla_plan_splits(dev.properties(), cfg.heads, cfg.qk_head_dim(), context);
+  const double split_us = time_events(dev, stream, reps, [&](Stream st) {
+    return ops::k3_mla_sdpa_gate_split(dev, kv.split_kernels(), attn, kv.workspace(), splits, st);
   });
 
-  StepRow d{.path = "device", .context = context, .tokens_timed = uint32_t(device_tokens)};
+  const StepRow common{.path = "",
+                       .context = context,
+                       .tokens_timed = 0,
+                       .splits = splits,
+                       .step_us = 0,
+                       .one_pass_us = one_pass_us,
+                       .split_us = split_us,
+                       .attention_bytes = 4.0 * context * (kr + vr),
+                       .bus_bytes = 0};
+  StepRow d = common;
+  d.path = "device";
+  d.tokens_timed = uint32_t(device_tokens);
   d.step_us = run(true, device_tokens);
-  d.kernel_us = kernel_us;
   d.bus_bytes = 4.0 * (2 * kr + 3 * vr);  // q, k, v, g up; out down
-  StepRow h{.path = "host", .context = context, .tokens_timed = uint32_t(host_tokens)};
+  rows.push_back(d);
+  if (host_tokens == 0) return;
+  StepRow h = common;
+  h.path = "host";
+  h.tokens_timed = uint32_t(host_tokens);
   h.step_us = run(false, host_tokens);
-  h.kernel_us = kernel_us;
   // q, k up, k down, the cache (about `context` rows) and g up, out down.
   h.bus_bytes = 4.0 * (3 * kr + (context + 1.0 + host_tokens / 2.0) * (kr + vr) + 2 * vr);
-  rows.push_back(d);
   rows.push_back(h);
 }
 
@@ -288,6 +316,11 @@ int main(int argc, char** argv) {
       args.pause_ms = std::max(0, std::atoi(argv[++i]));
     } else if (a == "--decode-only") {
       args.decode_only = true;
+    } else if (a == "--k3-only") {
+      args.k3_only = true;
+    } else if (a == "--k3-splits" && i + 1 < argc) {
+      args.k3_splits = static_cast<uint32_t>(
+          std::clamp(std::atoi(argv[++i]), 0, int(sparkrt::contract::mla_decode::kMaxSplits)));
     } else if (Args::DecodeShape d{};
                a == "--decode-shape" && i + 1 < argc &&
                std::sscanf(argv[i + 1], "%ux%ux%u", &d.heads, &d.batch, &d.context) == 3) {
@@ -297,7 +330,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--backend NAME] [--json out.json] [--reps N] [--quick] [--decode-only] "
-                   "[--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]\n",
+                   "[--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N] [--k3-only] "
+                   "[--k3-splits N]\n",
                    argv[0]);
       return 2;
     }
@@ -317,15 +351,16 @@ int main(int argc, char** argv) {
   const double ceiling = copy_ceiling(dev, stream, args.reps);
 
   std::vector<StepRow> steps;
-  for (uint32_t context : {1024u, 8192u}) {
+  for (uint32_t context : {1024u, 8192u, 32768u}) {
     if (args.decode_only || (args.quick && context > 1024)) break;
     const int device_tokens = args.quick ? 20 : 200;
-    const int host_tokens = args.quick ? 5 : (context > 1024 ? 15 : 40);
-    bench_k3(dev, k3, stream, gen, context, device_tokens, host_tokens, args.reps, steps);
+    const int host_tokens = args.quick ? 5 : context > 8192 ? 0 : context > 1024 ? 15 : 40;
+    bench_k3(dev, k3, stream, gen, context, device_tokens, host_tokens, args.reps, args.k3_splits,
+             steps);
   }
 
   std::vector<DecodeRow> decode;
-  {
+  if (!args.k3_only) {
     Filler fill(dev, gen);
     struct Shape {
       bool nvfp4;
@@ -362,13 +397,16 @@ int main(int argc, char** argv) {
   print_device_line(props, ceiling);
   std::printf("backend %s\n", args.backend.c_str());
   std::printf("\nK3 token step: heads %u, nope %u, rope %u, v %u, RoPE on, gate on "
-              "(per-token medians; host side = step - kernel)\n",
+              "(per-token medians; host side = step - the attention it runs: split on the "
+              "device path, one pass on the host path)\n",
               cfg.heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim);
-  std::printf("%-7s %7s %6s %12s %12s %12s %14s\n", "path", "context", "tokens", "step us",
-              "kernel us", "host-side us", "bus MB/token");
+  std::printf("%-7s %7s %6s %10s %11s %9s %7s %9s %12s %14s\n", "path", "context", "tokens",
+              "step us", "1-pass us", "split us", "splits", "ceiling", "host-side us",
+              "bus MB/token");
   for (const StepRow& r : steps)
-    std::printf("%-7s %7u %6u %12.1f %12.1f %12.1f %14.3f\n", r.path.c_str(), r.context,
-                r.tokens_timed, r.step_us, r.kernel_us, r.step_us - r.kernel_us, r.bus_bytes / 1e6);
+    std::printf("%-7s %7u %6u %10.1f %11.1f %9.1f %7u %8.1f%% %12.1f %14.3f\n", r.path.c_str(),
+                r.context, r.tokens_timed, r.step_us, r.one_pass_us, r.split_us, r.splits,
+                100.0 * r.split_frac(), r.host_side_us(), r.bus_bytes / 1e6);
   std::printf(
       "\nmla_paged_decode: q_head_dim = kv_cache_dim = 576, 1 KV head, one pool for K and V\n");
   std::printf("%-6s %6s %7s %4s %6s %6s %10s %9s %8s %7s %9s %8s\n", "dtype", "batch", "context",
@@ -392,10 +430,12 @@ int main(int argc, char** argv) {
       const StepRow& r = steps[i];
       std::fprintf(f,
                    "    {\"path\": \"%s\", \"context\": %u, \"tokens_timed\": %u, "
-                   "\"step_us\": %.3f, \"kernel_us\": %.3f, \"host_side_us\": %.3f, "
+                   "\"step_us\": %.3f, \"one_pass_us\": %.3f, \"split_us\": %.3f, "
+                   "\"splits\": %u, \"split_frac\": %.4f, \"host_side_us\": %.3f, "
                    "\"bus_bytes_per_token\": %.0f}%s\n",
-                   r.path.c_str(), r.context, r.tokens_timed, r.step_us, r.kernel_us,
-                   r.step_us - r.kernel_us, r.bus_bytes, i + 1 < steps.size() ? "," : "");
+                   r.path.c_str(), r.context, r.tokens_timed, r.step_us, r.one_pass_us,
+                   r.split_us, r.splits, r.split_frac(), r.host_side_us(), r.bus_bytes,
+                   i + 1 < steps.size() ? "," : "");
     }
     std::fprintf(f, "  ],\n  \"decode\": [\n");
     for (size_t i = 0; i < decode.size(); ++i) {

@@ -428,8 +428,9 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_decode_combine) {
                                                         "every sequence's output heads"));
   SPARKRT_ASSIGN_OR_RETURN(
       auto sinks, optional_operand<const float>(launch, 3, "sinks", hq, "one sink per query head"));
-  merge_split_partials(part_acc.data(), part_ml.data(), out.data(), rows, n, dv, [&](uint64_t r) {
-    return sinks.empty() ? -INFINITY : sinks[r % hq] * kLog2e;
-  });
+  merge_split_partials(
+      part_acc.data(), part_ml.data(), rows, n, dv,
+      [&](uint64_t r) { return sinks.empty() ? -INFINITY : sinks[r % hq] * kLog2e; },
+      [&](uint64_t r, uint32_t j, float o) { out[r * dv + j] = f32_to_bf16(o); });
   return absl::OkStatus();
 }

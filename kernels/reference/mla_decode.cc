@@ -1,6 +1,7 @@
 // References for kernels/ptx/mla_decode.cu (contracts in docs/kernels.md,
-// "Module mla_decode"): the two kernels of one K3 gated-NoPE MLA decode token,
-// in f32.
+// "Module mla_decode"): the kernels of one K3 gated-NoPE MLA decode token, in
+// f32: the RoPE, the one-pass attention, and the split-KV attention's splits
+// and merge.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "operands.h"
 #include "reference.h"
+#include "sparkrt/contract/mla_decode.h"
+#include "sparkrt/contract/split_kv.h"
+#include "split_softmax.h"
 
 namespace sparkrt::reference {
 namespace {
@@ -30,6 +34,8 @@ void rope_rotate(float* x, uint32_t rope_dim, uint32_t pos, double theta) {
     x[i + half] = bc + as;
   }
 }
+
+constexpr float kLog2e = 1.4426950408889634f;
 
 }  // namespace
 }  // namespace sparkrt::reference
@@ -103,5 +109,94 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_gate_f32) {
       out[h * dv + d] = o;
     }
   }
+  return absl::OkStatus();
+}
+
+SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_split_f32) {
+  using namespace sparkrt::reference;
+  namespace contract = sparkrt::contract::mla_decode;
+  const uint32_t seq_len = launch.value<uint32_t>(5);
+  const uint32_t heads = launch.value<uint32_t>(6);
+  const uint32_t dq = launch.value<uint32_t>(7);
+  const uint32_t dv = launch.value<uint32_t>(8);
+  const uint32_t n = launch.value<uint32_t>(9);
+  if (heads == 0 || n == 0) return absl::OkStatus();
+  if (launch.grid()[0] != heads || launch.grid()[1] != n)
+    return invalid_launch(launch, absl::StrFormat("grid (%d, %d) must be (heads %d, num_splits "
+                                                  "%d)",
+                                                  launch.grid()[0], launch.grid()[1], heads, n));
+  if (dq == 0 || dq > contract::kSplitMaxDq)
+    return invalid_launch(launch, absl::StrFormat("dq %d must be in [1, %d]", dq,
+                                                  contract::kSplitMaxDq));
+  const uint64_t hq = uint64_t{heads} * dq, hv = uint64_t{heads} * dv;
+  SPARKRT_ASSIGN_OR_RETURN(auto q, operand<const float>(launch, 0, "q", hq, "[heads][dq]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto k, operand<const float>(launch, 1, "k", seq_len * hq, "[seq_len][heads][dq]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto v, operand<const float>(launch, 2, "v", seq_len * hv, "[seq_len][heads][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto part_acc, operand<float>(launch, 3, "part_acc", hv * n,
+                                                         "[heads][num_splits][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto part_ml, operand<float>(launch, 4, "part_ml", uint64_t{heads} * n * 2,
+                                                        "[heads][num_splits][2]"));
+  const float scale = kLog2e / std::sqrt(static_cast<float>(dq));
+  std::vector<float> s;
+  for (uint32_t h = 0; h < heads; ++h) {
+    for (uint32_t z = 0; z < n; ++z) {
+      const auto r = sparkrt::contract::split_kv::token_range(seq_len, 0, n, z);
+      s.clear();
+      float m = -INFINITY;
+      for (uint32_t t = r.t0; t < r.t1; ++t) {
+        float dot = 0.0f;
+        for (uint32_t d = 0; d < dq; ++d)
+          dot += q[h * dq + d] * k[(t * uint64_t{heads} + h) * dq + d];
+        s.push_back(dot * scale);
+        m = std::max(m, s.back());
+      }
+      float l = 0.0f;
+      for (float& x : s) l += (x = std::exp2(x - m));
+      float* acc = part_acc.data() + (uint64_t{h} * n + z) * dv;
+      for (uint32_t d = 0; d < dv; ++d) {
+        float a = 0.0f;
+        for (uint32_t t = r.t0; t < r.t1; ++t)
+          a += s[t - r.t0] * v[(t * uint64_t{heads} + h) * dv + d];
+        acc[d] = a;
+      }
+      part_ml[(uint64_t{h} * n + z) * 2] = m;
+      part_ml[(uint64_t{h} * n + z) * 2 + 1] = l;
+    }
+  }
+  return absl::OkStatus();
+}
+
+SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_combine_f32) {
+  using namespace sparkrt::reference;
+  namespace contract = sparkrt::contract::mla_decode;
+  const uint32_t heads = launch.value<uint32_t>(4);
+  const uint32_t dv = launch.value<uint32_t>(5);
+  const uint32_t n = launch.value<uint32_t>(6);
+  const bool gate = launch.value<uint32_t>(7) != 0;
+  if (heads == 0 || dv == 0) return absl::OkStatus();
+  if (launch.grid()[0] != heads)
+    return invalid_launch(launch, absl::StrFormat("grid.x %d must equal heads %d (one CTA per "
+                                                  "head)",
+                                                  launch.grid()[0], heads));
+  if (n > contract::kMaxSplits)
+    return invalid_launch(launch, absl::StrFormat("num_splits %d is above the %d a CTA merges",
+                                                  n, contract::kMaxSplits));
+  const uint64_t hv = uint64_t{heads} * dv;
+  SPARKRT_ASSIGN_OR_RETURN(auto part_acc, operand<const float>(launch, 0, "part_acc", hv * n,
+                                                               "[heads][num_splits][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto part_ml,
+                               operand<const float>(launch, 1, "part_ml", uint64_t{heads} * n * 2,
+                                                    "[heads][num_splits][2]"));
+  SPARKRT_ASSIGN_OR_RETURN(
+      auto g, operand<const float>(launch, 2, "g", gate ? hv : 0, "the gate [heads][dv]"));
+  SPARKRT_ASSIGN_OR_RETURN(auto out, operand<float>(launch, 3, "out", hv, "[heads][dv]"));
+  merge_split_partials(
+      part_acc.data(), part_ml.data(), heads, n, dv, [](uint64_t) { return -INFINITY; },
+      [&](uint64_t h, uint32_t d, float o) {
+        if (gate) o *= 1.0f / (1.0f + std::exp(-g[h * dv + d]));
+        out[h * dv + d] = o;
+      });
   return absl::OkStatus();
 }

@@ -67,7 +67,9 @@ inline float load(fp8_bits v, float scale) { return fp8_e4m3_to_f32(v) * scale; 
 // l_z > 0 (M their largest m_z); zeros when there are none.
 void combine(const float* part_acc, const float* part_ml, bf16_bits* out, uint64_t rows,
              uint32_t n, uint32_t d) {
-  merge_split_partials(part_acc, part_ml, out, rows, n, d, [](uint64_t) { return -INFINITY; });
+  merge_split_partials(
+      part_acc, part_ml, rows, n, d, [](uint64_t) { return -INFINITY; },
+      [&](uint64_t r, uint32_t j, float o) { out[r * d + j] = f32_to_bf16(o); });
 }
 
 template <typename CacheT>

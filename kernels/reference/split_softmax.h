@@ -7,18 +7,17 @@
 #include <cmath>
 #include <cstdint>
 
-#include "sparkrt/numeric.h"
-
 namespace sparkrt::reference {
 
 // For each of `rows` outputs with `n` splits of `d` values: out = sum_z
 // 2^(m_z - M) acc_z / (sum_z 2^(m_z - M) l_z + 2^(sink - M)) over the splits
 // with l_z > 0, M the largest of their m_z and the sink; zeros when the
-// denominator is 0; one bf16 rounding. part_ml holds (m_z, l_z) in base 2;
-// sink_of(row) is the row's extra logit in base 2, -inf for none.
-template <typename SinkOf>
-void merge_split_partials(const float* part_acc, const float* part_ml, bf16_bits* out,
-                          uint64_t rows, uint32_t n, uint32_t d, SinkOf sink_of) {
+// denominator is 0. part_ml holds (m_z, l_z) in base 2; sink_of(row) is the
+// row's extra logit in base 2, -inf for none; store(row, j, o) writes output
+// value j of a row.
+template <typename SinkOf, typename Store>
+void merge_split_partials(const float* part_acc, const float* part_ml, uint64_t rows, uint32_t n,
+                          uint32_t d, SinkOf sink_of, Store store) {
   for (uint64_t r = 0; r < rows; ++r) {
     const float* ml = part_ml + r * n * 2;
     const float sink = sink_of(r);
@@ -38,7 +37,7 @@ void merge_split_partials(const float* part_acc, const float* part_ml, bf16_bits
           if (ml[2 * z + 1] > 0.0f) o += std::exp2(ml[2 * z] - m) * part_acc[(r * n + z) * d + j];
         o /= total;
       }
-      out[r * d + j] = f32_to_bf16(o);
+      store(r, j, o);
     }
   }
 }

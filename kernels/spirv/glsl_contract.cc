@@ -128,6 +128,10 @@ void mla(const std::filesystem::path& dir) {
 void mla_decode(const std::filesystem::path& dir) {
   Header h(dir, "mla_decode");
   SPARKRT_GLSL_CONSTANT(h, mla_decode, kSdpaThreads);
+  SPARKRT_GLSL_CONSTANT(h, mla_decode, kSplitThreads);
+  SPARKRT_GLSL_CONSTANT(h, mla_decode, kSplitMaxDq);
+  SPARKRT_GLSL_CONSTANT(h, mla_decode, kCombineThreads);
+  SPARKRT_GLSL_CONSTANT(h, mla_decode, kMaxSplits);
 }
 
 void turbo_kv_cache(const std::filesystem::path& dir) {

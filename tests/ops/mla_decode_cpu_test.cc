@@ -180,16 +180,83 @@ TEST_CASE("k3 mla cpu: sdpa with and without the output gate against float64") {
       }
 }
 
+TEST_CASE("k3 mla cpu: split-KV attention against float64, every split count") {
+  Cpu c;
+  INFO("seed ", c.seed);
+  auto sk = ops::K3MlaSplitKernels::resolve(*c.dev);
+  REQUIRE_MESSAGE(sk.ok(), sk.status().ToString());
+  const uint32_t heads = 3, dq = 48;
+  for (uint32_t dv : {40u, 300u})
+    for (uint32_t seq_len : {0u, 1u, 37u, 200u})
+      for (uint32_t splits : {1u, 2u, 7u, 64u})
+        for (bool gate : {false, true}) {
+          CAPTURE(dv);
+          CAPTURE(seq_len);
+          CAPTURE(splits);
+          CAPTURE(gate);
+          const auto q = random_f32(c.gen, heads * dq);
+          const auto k = random_f32(c.gen, uint64_t{seq_len} * heads * dq + 1);
+          const auto v = random_f32(c.gen, uint64_t{seq_len} * heads * dv + 1);
+          const auto g = random_f32(c.gen, heads * dv, 0.25f, 4.0f);
+          Buffer dqb(*c.dev, q), dkb(*c.dev, k), dvb(*c.dev, v), dgb(*c.dev, g);
+          Buffer dout(*c.dev, heads * dv * sizeof(float));
+          Buffer ws(*c.dev, ops::k3_mla_split_workspace_bytes(heads, dv, splits));
+          dout.poison();
+          ws.poison();
+          REQUIRE_OK(ops::k3_mla_sdpa_gate_split(
+              *c.dev, *sk,
+              {.q = dqb, .k = dkb, .v = dvb, .g = gate ? dgb.ptr() : sparkrt::DevicePtr{},
+               .out = dout, .seq_len = seq_len, .heads = heads, .dq = dq, .dv = dv,
+               .use_gate = gate},
+              {.ptr = ws, .max_splits = splits}, splits));
+          const auto want = sdpa_f64(
+              std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
+              std::vector<double>(v.begin(), v.end()), g, seq_len, heads, dq, dv, gate);
+          check_attention(dout.download<float>(), want, max_abs(v));
+        }
+}
+
+TEST_CASE("k3 mla cpu: the split-KV launch refuses what its kernels cannot run") {
+  Cpu c;
+  auto sk = ops::K3MlaSplitKernels::resolve(*c.dev);
+  REQUIRE_MESSAGE(sk.ok(), sk.status().ToString());
+  Buffer buf(*c.dev, 4096);
+  const ops::K3MlaSdpaGateArgs a{.q = buf, .k = buf, .v = buf, .g = buf, .out = buf,
+                                 .seq_len = 4, .heads = 2, .dq = 8, .dv = 8, .use_gate = true};
+  const ops::K3MlaSplitWorkspace ws{.ptr = buf, .max_splits = 4};
+  const auto refused = [&](const ops::K3MlaSdpaGateArgs& args, const ops::K3MlaSplitWorkspace& w,
+                           uint32_t splits, const char* text) {
+    const absl::Status s = ops::k3_mla_sdpa_gate_split(*c.dev, *sk, args, w, splits);
+    INFO(s.ToString());
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(contains(s, text));
+  };
+  refused(a, ws, 0, "num_splits 0");
+  refused(a, ws, 5, "the workspace holds 4");
+  refused(a, {.ptr = buf, .max_splits = 1000}, 200, "at most 128");
+  refused(a, {.ptr = {}, .max_splits = 4}, 2, "workspace is null");
+  ops::K3MlaSdpaGateArgs wide = a;
+  wide.dq = 1025;
+  refused(wide, ws, 2, "k3_mla_sdpa_gate");
+  ops::K3MlaSdpaGateArgs no_g = a;
+  no_g.g = {};
+  refused(no_g, ws, 2, "g is null");
+}
+
 namespace {
 
 // T tokens through both steps side by side, each checked against float64.
-void decode_both_ways(Cpu& c, const ops::MlaConfig& cfg, uint32_t tokens) {
+// `split`: the device KV is allocated for the configuration, so its step
+// attends in the split-KV form from 33 tokens on (the host-KV step stays one
+// pass, and the two agree only within the bound there).
+void decode_both_ways(Cpu& c, const ops::MlaConfig& cfg, uint32_t tokens, bool split = false) {
   const float theta = 10000.0f;
   const uint32_t start = c.u32_pos();
   CAPTURE(start);
   const uint32_t h = cfg.heads, dq = cfg.qk_head_dim(), dv = cfg.v_head_dim;
   ops::MlaHostKv host(cfg);
-  auto dkv = ops::MlaDeviceKv::alloc(*c.dev, tokens, cfg.qk_row(), cfg.v_row());
+  auto dkv = split ? ops::MlaDeviceKv::alloc(*c.dev, tokens, cfg)
+                   : ops::MlaDeviceKv::alloc(*c.dev, tokens, cfg.qk_row(), cfg.v_row());
   REQUIRE_MESSAGE(dkv.ok(), dkv.status().ToString());
   std::vector<double> k64, v64;  // the float64 cache
   double vmax = 0;
@@ -204,7 +271,9 @@ void decode_both_ways(Cpu& c, const ops::MlaConfig& cfg, uint32_t tokens) {
     REQUIRE_MESSAGE(out_dev.ok(), out_dev.status().ToString());
     CHECK(host.seq_len() == t + 1);
     CHECK(dkv->seq_len() == t + 1);
-    CHECK_MESSAGE(same_bits(*out_host, *out_dev), "host-KV and device-resident outputs differ");
+    const bool one_pass = !split || t + 1 <= sparkrt::contract::mla_decode::kSdpaThreads;
+    if (one_pass)
+      CHECK_MESSAGE(same_bits(*out_host, *out_dev), "host-KV and device-resident outputs differ");
 
     const auto q_rot = rope_f64(q, h, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, start + t, theta,
                                 cfg.mla_use_nope);
@@ -249,6 +318,16 @@ TEST_CASE("k3 mla cpu: multi-token decode, host KV and device-resident KV agree"
                       .mla_use_nope = false,
                       .mla_use_output_gate = false},
                      10);
+  }
+  SUBCASE("RoPE and gate, split-KV past 32 tokens") {
+    decode_both_ways(c,
+                     {.heads = 4,
+                      .qk_nope_head_dim = 16,
+                      .qk_rope_head_dim = 8,
+                      .v_head_dim = 20,
+                      .mla_use_nope = false,
+                      .mla_use_output_gate = true},
+                     90, /*split=*/true);
   }
   SUBCASE("RoPE and gate, one head, wide V") {
     decode_both_ways(c,

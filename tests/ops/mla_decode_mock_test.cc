@@ -41,7 +41,7 @@ struct TwinMock : MockDevice {
 };
 
 ops::MlaDeviceKv alloc_kv(sparkrt::Device& dev, const ops::MlaConfig& cfg, size_t capacity) {
-  auto kv = ops::MlaDeviceKv::alloc(dev, capacity, cfg.qk_row(), cfg.v_row());
+  auto kv = ops::MlaDeviceKv::alloc(dev, capacity, cfg);
   REQUIRE_MESSAGE(kv.ok(), kv.status().ToString());
   return *std::move(kv);
 }
@@ -331,5 +331,83 @@ TEST_CASE("k3 mla mock: wrong ranks and configurations are refused before any wo
     auto kv = ops::MlaDeviceKv::alloc(*m.dev, 100, cfg.qk_row(), cfg.v_row());
     CHECK(kv.status().code() == absl::StatusCode::kResourceExhausted);
     CHECK(m.mock.counters().live_bytes == live);
+  }
+}
+
+TEST_CASE("k3 mla mock: the split plan follows the device and the shape") {
+  MockDevice h200;  // 132 multiprocessors
+  MockDevice gb10(opstest::kGb10Properties);
+  const auto& hp = h200.dev->properties();
+  const auto& gp = gb10.dev->properties();
+  REQUIRE(hp.multiprocessor_count == 132);
+  REQUIRE(gp.multiprocessor_count == 48);
+  // One warp pass covers up to 32 tokens: no split form.
+  CHECK(ops::k3_mla_plan_splits(hp, 64, 192, 32) == 0);
+  // dq beyond what the split kernel stages: the one-pass kernel.
+  CHECK(ops::k3_mla_plan_splits(hp, 64, 1025, 8192) == 0);
+  CHECK(ops::k3_mla_plan_splits(hp, 0, 192, 8192) == 0);
+  // Two waves of two CTAs a multiprocessor: 4 * 132 / 64 = 8 splits on an
+  // H200, 4 * 48 / 64 = 3 on a GB10; more heads than slots: 1.
+  CHECK(ops::k3_mla_plan_splits(hp, 64, 192, 8192) == 8);
+  CHECK(ops::k3_mla_plan_splits(hp, 64, 192, 32768) == 8);
+  CHECK(ops::k3_mla_plan_splits(gp, 64, 192, 8192) == 3);
+  CHECK(ops::k3_mla_plan_splits(gp, 256, 192, 8192) == 1);
+  // Short contexts: at least kMinSplitTokens tokens a split.
+  CHECK(ops::k3_mla_plan_splits(hp, 64, 192, 33) == 1);
+  CHECK(ops::k3_mla_plan_splits(hp, 16, 192, 1024) == 1024 / ops::kMinSplitTokens);
+  // Few heads: capped by the merge's limit.
+  CHECK(ops::k3_mla_plan_splits(hp, 1, 192, 1 << 20) == sparkrt::contract::mla_decode::kMaxSplits);
+}
+
+TEST_CASE("k3 mla mock: past 32 tokens the device-resident step attends in the split form") {
+  TwinMock m;
+  const auto& [kernels, cfg, in] = m.twin;
+  ops::MlaDeviceKv kv = alloc_kv(*m.dev, cfg, 64);
+  REQUIRE(kv.workspace().max_splits == sparkrt::contract::mla_decode::kMaxSplits);
+  for (uint32_t pos = 0; pos < 40; ++pos)
+    REQUIRE(ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(pos), kv, m.stream).ok());
+  const auto launches = m.mock.launches();
+  // 32 tokens of rope + one pass, then 8 of rope + split + combine.
+  REQUIRE(launches.size() == 32 * 2 + 8 * 3);
+  const uint32_t splits =
+      ops::k3_mla_plan_splits(m.dev->properties(), cfg.heads, cfg.qk_head_dim(), 40);
+  REQUIRE(splits == 1);  // 40 tokens: one split of 8 warps per head
+  const auto& split = launches[launches.size() - 2];
+  const auto& combine = launches.back();
+  INFO("split: ", split);
+  INFO("combine: ", combine);
+  CHECK(launches[63].entry == "k3_mla_sdpa_gate_f32");
+  CHECK(launches[64].entry == "k3_mla_maybe_rope_f32");
+  CHECK(split.entry == "k3_mla_sdpa_split_f32");
+  CHECK(split.grid == Dim3{cfg.heads, splits});
+  CHECK(split.block == Dim3{256});
+  CHECK(split.stream == m.stream);
+  REQUIRE(split.args.size() == 10);
+  CHECK(split.args[0] == MockArg::of(kv.scratch_q()));
+  CHECK(split.args[1] == MockArg::of(kv.k()));
+  CHECK(split.args[2] == MockArg::of(kv.v()));
+  CHECK(split.args[3] == MockArg::of(kv.workspace().ptr));
+  CHECK(split.args[5] == MockArg::of(uint32_t{40}));
+  CHECK(split.args[9] == MockArg::of(splits));
+  CHECK(combine.entry == "k3_mla_sdpa_combine_f32");
+  CHECK(combine.grid == Dim3{cfg.heads});
+  CHECK(combine.block == Dim3{128});
+  REQUIRE(combine.args.size() == 8);
+  CHECK(combine.args[0] == split.args[3]);  // the partials the split wrote
+  CHECK(combine.args[1] == split.args[4]);
+  CHECK(combine.args[2] == MockArg::of(kv.scratch_g()));
+  CHECK(combine.args[3] == MockArg::of(kv.scratch_out()));
+  CHECK(combine.args[6] == MockArg::of(splits));
+  CHECK(combine.args[7] == MockArg::of(uint32_t{1}));  // the twin's gate
+
+  SUBCASE("a KV allocated by rows has no split form: one pass at every length") {
+    auto rows = ops::MlaDeviceKv::alloc(*m.dev, 64, cfg.qk_row(), cfg.v_row());
+    REQUIRE_OK(rows.status());
+    CHECK(rows->workspace().max_splits == 0);
+    REQUIRE_OK(m.mock.reset());
+    for (uint32_t pos = 0; pos < 40; ++pos)
+      REQUIRE(
+          ops::mla_decode_token_on_device(*m.dev, kernels, cfg, in.at(pos), *rows, m.stream).ok());
+    CHECK(m.mock.launches().back().entry == "k3_mla_sdpa_gate_f32");
   }
 }

@@ -2,22 +2,27 @@
 // module (contract in sparkrt/contract/mla_decode.h, docs/kernels.md "Module
 // mla_decode", which defines the model's attention).
 //
-// One decode token is two kernels: k3_mla_maybe_rope_f32 rotates the rope
-// part of q and the new k (or leaves them alone: NoPE), then
-// k3_mla_sdpa_gate_f32 attends over every cached K/V row and multiplies the
-// result by sigmoid(g) when the output gate is on. Everything is f32 and
-// per head: q, k [heads][qk_head_dim], v, g, out [heads][v_head_dim].
+// One decode token rotates the rope part of q and the new k
+// (k3_mla_maybe_rope_f32, or leaves them alone: NoPE), then attends over
+// every cached K/V row and multiplies the result by sigmoid(g) when the
+// output gate is on. The attention has two forms with the same result: the
+// one-pass k3_mla_sdpa_gate_f32 (one warp per head), and split-KV
+// (k3_mla_sdpa_split_f32 over heads x splits CTAs, then
+// k3_mla_sdpa_combine_f32), which the token steps choose from the shape and
+// the device (k3_mla_plan_splits) where the device KV carries the split
+// form's kernels and workspace. Everything is f32 and per head:
+// q, k [heads][qk_head_dim], v, g, out [heads][v_head_dim].
 //
 // Two token steps:
 //   mla_decode_token            the KV cache lives on the host
 //                                  (MlaHostKv): the rotated k comes back,
 //                                  and the whole cache is uploaded per token.
 //   mla_decode_token_on_device  the KV cache lives on the device
-//                                  (MlaDeviceKv): the new row is appended
+//                                  (MlaDeviceKv): the new row is written
 //                                  there, and only the output comes back.
 //
 //   auto kernels = sparkrt::ops::MlaDecodeKernels::resolve(dev);  // once
-//   auto kv = sparkrt::ops::MlaDeviceKv::alloc(dev, 4096, cfg.qk_row(), cfg.v_row());
+//   auto kv = sparkrt::ops::MlaDeviceKv::alloc(dev, 4096, cfg);
 //   auto out = sparkrt::ops::mla_decode_token_on_device(
 //       dev, *kernels, cfg, {.q = q, .k = k, .v = v, .g = g, .pos = pos}, *kv, stream);
 //
@@ -59,7 +64,7 @@ struct MlaConfig {
   absl::Status validate() const;
 };
 
-// Both kernels of the module, resolved once per device: rope, then sdpa.
+// The rope and one-pass attention kernels, resolved once per device.
 struct MlaDecodeKernels {
   Kernel rope;
   Kernel sdpa;
@@ -68,7 +73,7 @@ struct MlaDecodeKernels {
   static absl::StatusOr<MlaDecodeKernels> resolve(Device& dev);
 };
 
-// ── the two launches ────────────────────────────────────────────────────────
+// ── the launches ────────────────────────────────────────────────────────────
 
 // Rotate-half RoPE of each head's dims [nope_dim, nope_dim + rope_dim) of q
 // and k, in place, at position `pos`; nothing when use_nope.
@@ -103,7 +108,43 @@ struct K3MlaSdpaGateArgs {
 absl::Status k3_mla_sdpa_gate(Device& dev, const MlaDecodeKernels& k, const K3MlaSdpaGateArgs& a,
                               Stream stream = {});
 
+// Split-KV attention: the same out as k3_mla_sdpa_gate (up to f32 rounding)
+// from heads x num_splits CTAs of 8 warps, each over a range of the tokens
+// (split_kv::token_range), whose partials k3_mla_sdpa_combine_f32 then
+// merges per head. Grids (heads, num_splits) and (heads).
+struct K3MlaSplitKernels {
+  Kernel split;
+  Kernel combine;
+
+  // The first lookup that fails is returned as is.
+  static absl::StatusOr<K3MlaSplitKernels> resolve(Device& dev);
+};
+// The partials' device memory: f32 part_acc [heads][num_splits][dv], then,
+// 256-byte aligned, part_ml [heads][num_splits][2]; sized for max_splits.
+struct K3MlaSplitWorkspace {
+  DevicePtr ptr;
+  uint32_t max_splits = 0;
+};
+size_t k3_mla_split_workspace_bytes(uint32_t heads, uint32_t dv,
+                                    uint32_t max_splits = contract::mla_decode::kMaxSplits);
+// InvalidArgument (nothing launched) for num_splits 0 or above the
+// workspace's max_splits or contract::mla_decode::kMaxSplits, dq above
+// kSplitMaxDq, a null workspace, or the gate on with a null g.
+absl::Status k3_mla_sdpa_gate_split(Device& dev, const K3MlaSplitKernels& k,
+                                    const K3MlaSdpaGateArgs& a, const K3MlaSplitWorkspace& ws,
+                                    uint32_t num_splits, Stream stream = {});
+
+// The split count the token steps use: 0 (the one-pass kernel) where one
+// warp pass covers the tokens (seq_len <= 32) or dq is above kSplitMaxDq;
+// otherwise as many as fill two whole waves of two CTAs per multiprocessor
+// (at least 1), at least kMinSplitTokens tokens a split, at most kMaxSplits.
+inline constexpr uint32_t kMinSplitTokens = 64;
+uint32_t k3_mla_plan_splits(const DeviceProperties& props, uint32_t heads, uint32_t dq,
+                            uint32_t seq_len);
+
 // ── KV caches ───────────────────────────────────────────────────────────────
+
+struct MlaTokenInputs;  // below
 
 // The K/V rows of one sequence on the host: row t of k() is token t's
 // rotated k, [heads][qk_head_dim]; of v(), its v.
@@ -128,12 +169,20 @@ class MlaHostKv {
 };
 
 // The K/V rows of one sequence in device memory, room for `capacity` tokens,
-// plus the per-token scratch of the device-resident step (so a token
-// allocates nothing). Owns its memory; the Device must outlive it.
+// plus what the device-resident step needs per token, so that a token
+// allocates nothing: device scratch, page-locked host staging (the step's
+// copies are then asynchronous DMA), and, when allocated for a
+// configuration, the split-KV kernels and workspace. Owns its memory; the
+// Device must outlive it.
 class MlaDeviceKv {
  public:
-  // InvalidArgument for a zero capacity or row; the device's error when it
-  // is out of memory.
+  // For `cfg` (validated), with the split-KV form (unless qk_head_dim is
+  // above kSplitMaxDq). InvalidArgument for a zero capacity or an invalid
+  // cfg; a failed kernel lookup as is; the device's error when it is out of
+  // memory (nothing is left allocated).
+  static absl::StatusOr<MlaDeviceKv> alloc(Device& dev, size_t capacity, const MlaConfig& cfg);
+  // Rows only: no split form, so the step attends with the one-pass kernel.
+  // InvalidArgument for a zero capacity or row.
   static absl::StatusOr<MlaDeviceKv> alloc(Device& dev, size_t capacity, size_t k_row,
                                            size_t v_row);
 
@@ -164,19 +213,30 @@ class MlaDeviceKv {
   // Forgets the rows from `seq_len` on (InvalidArgument beyond seq_len()).
   absl::Status truncate(size_t seq_len);
 
-  // Per-token scratch: q and the new k (k_row floats each), g and out
-  // (v_row floats each).
+  // Per-token device scratch: q and k (k_row floats each), g and out (v_row
+  // floats each); g follows q directly.
   DevicePtr scratch_q() const { return scratch_; }
+  DevicePtr scratch_g() const { return scratch_ + k_row_ * sizeof(float); }
   DevicePtr scratch_k() const;
-  DevicePtr scratch_g() const;
   DevicePtr scratch_out() const;
+  // The split-KV form (max_splits 0: none).
+  const K3MlaSplitKernels& split_kernels() const { return split_kernels_; }
+  K3MlaSplitWorkspace workspace() const { return workspace_; }
 
  private:
+  friend absl::StatusOr<std::vector<float>> mla_decode_token_on_device(
+      Device&, const MlaDecodeKernels&, const MlaConfig&, const MlaTokenInputs&, MlaDeviceKv&,
+      Stream);
   MlaDeviceKv() = default;
+  static absl::StatusOr<MlaDeviceKv> alloc_rows(Device& dev, size_t capacity, size_t k_row,
+                                                size_t v_row, size_t workspace_bytes);
   void release();
 
   Device* dev_ = nullptr;
   DevicePtr k_, v_, scratch_;
+  float* staging_ = nullptr;  // host: q, g, k, v, out, as the step copies them
+  K3MlaSplitKernels split_kernels_;
+  K3MlaSplitWorkspace workspace_;
   size_t capacity_ = 0, k_row_ = 0, v_row_ = 0, seq_len_ = 0;
 };
 
@@ -194,7 +254,8 @@ struct MlaTokenInputs {
 };
 
 // Host-KV step: uploads q and k, rotates them, downloads the rotated k and
-// appends it with v to `kv`, uploads the whole cache and g, attends, and
+// appends it with v to `kv`, uploads the whole cache and g, attends (one
+// pass: the step's time is the upload), and
 // downloads the output [heads][v_head_dim]. Device memory is allocated for
 // the step and freed before it returns. `kv` is unchanged on error.
 absl::StatusOr<std::vector<float>> mla_decode_token(Device& dev,
@@ -203,10 +264,12 @@ absl::StatusOr<std::vector<float>> mla_decode_token(Device& dev,
                                                        const MlaTokenInputs& in, MlaHostKv& kv,
                                                        Stream stream = {});
 
-// Device-resident step: uploads q, k, v and g into kv's scratch, rotates q
-// and k there, appends k and v as row seq_len() of `kv`, attends over the
-// device rows, and downloads only the output. FailedPrecondition when `kv`
-// is full (checked first: nothing runs); `kv` is unchanged on error.
+// Device-resident step: uploads q and g into kv's scratch and k and v into
+// row seq_len() of the cache (through the page-locked staging), rotates q
+// and the new k there, attends over the device rows (split-KV where kv has
+// the form and k3_mla_plan_splits is not 0, else one pass), and downloads
+// only the output. FailedPrecondition when `kv` is full (checked
+// first: nothing runs); `kv` is unchanged on error.
 absl::StatusOr<std::vector<float>> mla_decode_token_on_device(
     Device& dev, const MlaDecodeKernels& kernels, const MlaConfig& cfg, const MlaTokenInputs& in,
     MlaDeviceKv& kv, Stream stream = {});
