@@ -3,11 +3,13 @@
 //
 //   sparkrt_mla_bench [--backend cuda|vulkan] [--json out.json] [--reps 15] [--quick]
 //                     [--decode-only] [--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]
-//                     [--k3-only] [--k3-splits N]
+//                     [--k3-only] [--k3-context N]... [--k3-splits N]
 //
 // --decode-shape times only the fp8 decode shapes given, in order (for
 // profiling and for comparing kernel builds); --pause-ms idles that long
-// before each decode shape.
+// before each decode shape. --k3-only skips the paged decode; --k3-context
+// times the K3 steps at the given cached lengths instead of 1K, 8K and 32K;
+// --k3-splits sets the split count of the split-form timing alone.
 //
 // (a) K3 token steps. One layer of MLA attention in the expanded form:
 //     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
@@ -75,6 +77,7 @@ struct Args {
   bool quick = false;
   bool decode_only = false;
   bool k3_only = false;    // --k3-only: the K3 steps, no paged decode shapes
+  std::vector<uint32_t> k3_contexts;  // --k3-context (repeatable): these instead of 1K, 8K, 32K
   uint32_t k3_splits = 0;  // --k3-splits: the split form's count (0: the plan's)
   // Set by --decode-shape (repeatable): time only these fp8 decode shapes,
   // in order.
@@ -318,6 +321,8 @@ int main(int argc, char** argv) {
       args.decode_only = true;
     } else if (a == "--k3-only") {
       args.k3_only = true;
+    } else if (a == "--k3-context" && i + 1 < argc) {
+      args.k3_contexts.push_back(static_cast<uint32_t>(std::max(1, std::atoi(argv[++i]))));
     } else if (a == "--k3-splits" && i + 1 < argc) {
       args.k3_splits = static_cast<uint32_t>(
           std::clamp(std::atoi(argv[++i]), 0, int(sparkrt::contract::mla_decode::kMaxSplits)));
@@ -331,7 +336,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--backend NAME] [--json out.json] [--reps N] [--quick] [--decode-only] "
                    "[--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N] [--k3-only] "
-                   "[--k3-splits N]\n",
+                   "[--k3-context N]... [--k3-splits N]\n",
                    argv[0]);
       return 2;
     }
@@ -351,7 +356,8 @@ int main(int argc, char** argv) {
   const double ceiling = copy_ceiling(dev, stream, args.reps);
 
   std::vector<StepRow> steps;
-  for (uint32_t context : {1024u, 8192u, 32768u}) {
+  if (args.k3_contexts.empty()) args.k3_contexts = {1024, 8192, 32768};
+  for (uint32_t context : args.k3_contexts) {
     if (args.decode_only || (args.quick && context > 1024)) break;
     const int device_tokens = args.quick ? 20 : 200;
     const int host_tokens = args.quick ? 5 : context > 8192 ? 0 : context > 1024 ? 15 : 40;
