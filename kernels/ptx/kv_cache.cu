@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "sparkrt/contract/division.h"
 #include "sparkrt/contract/kv_cache.h"
 #include "sparkrt_kernel_utils.cuh"
 
@@ -102,8 +103,63 @@ extern "C" __global__ void __launch_bounds__(kCopyThreads) reshape_and_cache_fla
   copy_row_bf16(v, vd, row, row % 8 == 0 && aligned(v, 16) && aligned(vd, 16));
 }
 
+namespace {
+
+namespace contract = sparkrt::contract;
+
+// E4M3 of eight bf16 (a 16-byte unit) divided by d, with saturation, where
+// all eight take contract::divide's reciprocal path (always, for scales and
+// values of sane size): one product and two fused multiply-adds a value.
+// Returns false, storing nothing, where one does not.
+__device__ __forceinline__ bool store_fp8_quotients(uint2* dst, const uint4& w,
+                                                    const contract::Divisor& d) {
+  float f[8];
+  bf16x8_to_float(w, f);
+  bool fast = true;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) fast &= contract::reciprocal_path(d, f[j]);
+  if (!fast) return false;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) f[j] = contract::reciprocal_quotient(d, f[j]);
+  *dst = float8_to_fp8x8(f);
+  return true;
+}
+
+// The same unit value by value with contract::divide, read again from src:
+// the rare form, run after the common one so that its IEEE divisions find
+// few registers live.
+__device__ __forceinline__ void store_fp8_divided(uint2* dst, const uint4* src,
+                                                  const contract::Divisor& d) {
+  const uint4 w = __ldg(src);
+  uint64_t lo = w.x | uint64_t{w.y} << 32, hi = w.z | uint64_t{w.w} << 32, out = 0;
+#pragma unroll 1
+  for (int j = 0; j < 8; ++j) {  // value j in the low 16 bits of lo; byte j enters at the top
+    const float q = contract::divide(d, __uint_as_float(uint32_t(lo) << 16));
+    out = out >> 8 | uint64_t{__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3)} << 56;
+    lo = lo >> 16 | hi << 48;
+    hi >>= 16;
+  }
+  *dst = make_uint2(uint32_t(out), uint32_t(out >> 32));
+}
+
+// Where slot s starts in a pool of cache_stride elements a block:
+// s / block_size * cache_stride + s % block_size * row, which is s * row plus
+// the padding of the blocks before it, so a dense pool needs no division.
+__device__ __forceinline__ uint64_t fp8_slot_offset(uint64_t s, uint32_t block_size, uint32_t row,
+                                                    uint64_t cache_stride) {
+  const uint64_t pad = cache_stride - uint64_t{block_size} * row;  // the identity holds mod 2^64
+  return s * row + (pad != 0 ? s / block_size * pad : 0);
+}
+
+}  // namespace
+
 // k_cache = fp8_sat(key / k_scale), v_cache = fp8_sat(value / v_scale), with
-// cache_stride elements per block. As above, the loads do not wait for the slot.
+// cache_stride elements per block. The quotients are IEEE divisions, bit for
+// bit, through contract::divide (sparkrt/contract/division.h): each scale's
+// reciprocal once, then a product and two fused multiply-adds per value.
+// The rows are 16-byte units, K's then V's (a row of 1024 values: 256, one
+// a thread); thread t takes units t and t + 256 of each pass of 512, and
+// the first pass's loads are issued before the slot is known.
 extern "C" __global__ void __launch_bounds__(kCopyThreads) reshape_and_cache_fp8(
     const __nv_bfloat16* __restrict__ key, const __nv_bfloat16* __restrict__ value,
     __nv_fp8_storage_t* __restrict__ k_cache, __nv_fp8_storage_t* __restrict__ v_cache,
@@ -116,32 +172,41 @@ extern "C" __global__ void __launch_bounds__(kCopyThreads) reshape_and_cache_fp8
   const __nv_bfloat16* v = value + uint64_t{blockIdx.x} * value_stride;
   const bool vector_ok = row % 8 == 0 && cache_stride % 8 == 0 && aligned(k, 16) &&
                          aligned(v, 16) && aligned(k_cache, 8) && aligned(v_cache, 8);
-  const uint64_t dst = slot < 0 ? 0
-                                : uint64_t(slot) / block_size * cache_stride +
-                                      uint64_t(slot) % block_size * row;
-  __nv_fp8_storage_t* kd = k_cache + dst;
-  __nv_fp8_storage_t* vd = v_cache + dst;
   if (vector_ok) {
-    const uint32_t nv = row / 8;
-    for (uint32_t i = threadIdx.x; i < nv; i += kCopyThreads) {
-      const uint4 a = __ldg(reinterpret_cast<const uint4*>(k) + i);
-      const uint4 b = __ldg(reinterpret_cast<const uint4*>(v) + i);
-      if (slot < 0) continue;
-      float fa[8], fb[8];
-      bf16x8_to_float(a, fa);
-      bf16x8_to_float(b, fb);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        fa[j] = fa[j] / k_scale;  // IEEE division: the contract divides
-        fb[j] = fb[j] / v_scale;
-      }
-      reinterpret_cast<uint2*>(kd)[i] = float8_to_fp8x8(fa);
-      reinterpret_cast<uint2*>(vd)[i] = float8_to_fp8x8(fb);
+    const uint32_t nv = row / 8, units = 2 * nv;  // K's units, then V's
+    auto src = [&](uint32_t u) {
+      return reinterpret_cast<const uint4*>(u < nv ? k : v) + (u < nv ? u : u - nv);
+    };
+    auto load = [&](uint32_t u) { return u < units ? __ldg(src(u)) : uint4{}; };
+    constexpr uint32_t kPass = 2 * kCopyThreads;  // units a pass: two a thread
+    const uint32_t t = threadIdx.x;
+    uint4 a = load(t), b = load(t + kCopyThreads);
+    if (slot < 0) return;
+    const uint64_t dst = fp8_slot_offset(uint64_t(slot), block_size, row, cache_stride);
+    auto out = [&](uint32_t u) {
+      return reinterpret_cast<uint2*>((u < nv ? k_cache : v_cache) + dst) + (u < nv ? u : u - nv);
+    };
+    auto divisor = [&](uint32_t u) { return contract::make_divisor(u < nv ? k_scale : v_scale); };
+    for (uint32_t base = 0;;) {
+      const uint32_t u0 = base + t, u1 = u0 + kCopyThreads;
+      const bool redo0 = u0 < units && !store_fp8_quotients(out(u0), a, divisor(u0));
+      const bool redo1 = u1 < units && !store_fp8_quotients(out(u1), b, divisor(u1));
+      if (redo0) store_fp8_divided(out(u0), src(u0), divisor(u0));
+      if (redo1) store_fp8_divided(out(u1), src(u1), divisor(u1));
+      base += kPass;
+      if (base >= units) break;
+      a = load(base + t);
+      b = load(base + t + kCopyThreads);
     }
   } else if (slot >= 0) {
+    const uint64_t dst = fp8_slot_offset(uint64_t(slot), block_size, row, cache_stride);
+    const contract::Divisor dk = contract::make_divisor(k_scale);
+    const contract::Divisor dv = contract::make_divisor(v_scale);
     for (uint32_t i = threadIdx.x; i < row; i += kCopyThreads) {
-      kd[i] = __nv_cvt_float_to_fp8(__bfloat162float(k[i]) / k_scale, __NV_SATFINITE, __NV_E4M3);
-      vd[i] = __nv_cvt_float_to_fp8(__bfloat162float(v[i]) / v_scale, __NV_SATFINITE, __NV_E4M3);
+      k_cache[dst + i] = __nv_cvt_float_to_fp8(contract::divide(dk, __bfloat162float(k[i])),
+                                               __NV_SATFINITE, __NV_E4M3);
+      v_cache[dst + i] = __nv_cvt_float_to_fp8(contract::divide(dv, __bfloat162float(v[i])),
+                                               __NV_SATFINITE, __NV_E4M3);
     }
   }
 }

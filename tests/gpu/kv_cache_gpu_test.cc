@@ -61,9 +61,10 @@ struct CopyShape {
   uint32_t tokens, kv_heads, dim, block_size, stride_pad;
 };
 // stride_pad 8 keeps rows 16-byte aligned (vector path); 3 does not (scalar).
+// Rows of 4096 values take a CTA's threads more than once.
 const CopyShape kCopyShapes[] = {
     {300, 8, 128, 16, 0}, {257, 1, 64, 32, 8}, {129, 4, 256, 16, 3}, {64, 2, 96, 32, 0},
-    {5000, 8, 128, 16, 8},
+    {5000, 8, 128, 16, 8}, {40, 16, 256, 16, 8},
 };
 
 TEST_CASE("reshape_and_cache and its V-only half match the reference bit for bit") {
