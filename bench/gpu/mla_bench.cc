@@ -2,14 +2,15 @@
 // --backend names another), through the op wrappers.
 //
 //   sparkrt_mla_bench [--backend cuda|vulkan] [--json out.json] [--reps 15] [--quick]
-//                     [--decode-only] [--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N]
-//                     [--k3-only] [--k3-context N]... [--k3-splits N]
+//                     [--decode-only] [--decode-shape [nvfp4:]HEADSxBATCHxCONTEXT]...
+//                     [--pause-ms N] [--k3-only] [--k3-context N]... [--k3-splits N]
 //
-// --decode-shape times only the fp8 decode shapes given, in order (for
-// profiling and for comparing kernel builds); --pause-ms idles that long
-// before each decode shape. --k3-only skips the paged decode; --k3-context
-// times the K3 steps at the given cached lengths instead of 1K, 8K and 32K;
-// --k3-splits sets the split count of the split-form timing alone.
+// --decode-shape times only the decode shapes given, in order (fp8, or
+// NVFP4 with the nvfp4: prefix; for profiling and for comparing kernel
+// builds); --pause-ms idles that long before each decode shape. --k3-only
+// skips the paged decode; --k3-context times the K3 steps at the given
+// cached lengths instead of 1K, 8K and 32K; --k3-splits sets the split
+// count of the split-form timing alone.
 //
 // (a) K3 token steps. One layer of MLA attention in the expanded form:
 //     64 heads, qk_nope_head_dim 128, qk_rope_head_dim 64 (RoPE on),
@@ -28,7 +29,8 @@
 // (b) mla_paged_decode_fp8 (and, for comparison, mla_paged_decode_nvfp4) at
 //     4K and 8K context: one KV head, kv_cache_dim 576 (q_head_dim 576),
 //     block size 64, K and V in one pool (V is the latent part of the K row),
-//     with a split-KV workspace (the op decides whether to split), for batch
+//     with a split-KV workspace (the op decides whether to split, for both
+//     formats, and the split count is reported), for batch
 //     1 and batches whose batch x heads fill the GPU; 16 query heads (a
 //     tensor-parallel shard of DeepSeek's 128: memory-bound) and 128
 //     (compute-bound: 2 * 128 * 1088 flops per 576-byte row, so TFLOPS is
@@ -79,9 +81,10 @@ struct Args {
   bool k3_only = false;    // --k3-only: the K3 steps, no paged decode shapes
   std::vector<uint32_t> k3_contexts;  // --k3-context (repeatable): these instead of 1K, 8K, 32K
   uint32_t k3_splits = 0;  // --k3-splits: the split form's count (0: the plan's)
-  // Set by --decode-shape (repeatable): time only these fp8 decode shapes,
-  // in order.
+  // Set by --decode-shape (repeatable): time only these decode shapes, in
+  // order.
   struct DecodeShape {
+    bool nvfp4;
     uint32_t heads, batch, context;
   };
   std::vector<DecodeShape> decode_shapes;
@@ -271,18 +274,19 @@ DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stre
         .cache_stride = block_bytes, .num_seqs = batch, .workspace = ws.ptr(),
         .workspace_bytes = ws.bytes()};
   };
+  const auto nvfp4_args = [&](DevicePtr table) {
+    return ops::MlaPagedDecodeNvfp4Args{
+        .q = q.ptr(), .k_cache = pool.ptr(), .v_cache = pool.ptr(), .o = out.ptr(),
+        .block_tables = table, .seq_lens = sl.ptr(), .max_blocks_per_seq = blocks_per_seq,
+        .num_q_heads = q_heads, .num_kv_heads = 1, .q_head_dim = dim, .kv_cache_dim = dim,
+        .block_size = block_size, .inv_sqrt_d = inv_sqrt_d,
+        .block_stride_bytes = layout.block_stride_bytes,
+        .data_section_bytes = layout.data_section_bytes, .num_seqs = batch,
+        .workspace = ws.ptr(), .workspace_bytes = ws.bytes()};
+  };
   auto op = [&](int i, Stream st) -> absl::Status {
     const DevicePtr table = bt.ptr() + uint64_t(i % sets) * blocks_per_set * 4;
-    if (nvfp4)
-      return ops::mla_paged_decode_nvfp4(
-          dev, k,
-          {.q = q.ptr(), .k_cache = pool.ptr(), .v_cache = pool.ptr(), .o = out.ptr(),
-           .block_tables = table, .seq_lens = sl.ptr(), .max_blocks_per_seq = blocks_per_seq,
-           .num_q_heads = q_heads, .num_kv_heads = 1, .q_head_dim = dim, .kv_cache_dim = dim,
-           .block_size = block_size, .inv_sqrt_d = inv_sqrt_d,
-           .block_stride_bytes = layout.block_stride_bytes,
-           .data_section_bytes = layout.data_section_bytes, .num_seqs = batch},
-          st);
+    if (nvfp4) return ops::mla_paged_decode_nvfp4(dev, k, nvfp4_args(table), st);
     return ops::mla_paged_decode_fp8(dev, k, fp8_args(table), st);
   };
   DecodeRow r;
@@ -291,8 +295,9 @@ DecodeRow bench_decode(Device& dev, const ops::MlaKernels& k, Filler& fill, Stre
   r.context = context;
   r.q_heads = q_heads;
   r.block_size = block_size;
-  if (!nvfp4)
-    r.splits = ok(ops::plan_mla_paged_decode_fp8(dev, fp8_args(bt.ptr())), "plan").num_splits;
+  r.splits =
+      nvfp4 ? ok(ops::plan_mla_paged_decode_nvfp4(dev, nvfp4_args(bt.ptr())), "plan").num_splits
+            : ok(ops::plan_mla_paged_decode_fp8(dev, fp8_args(bt.ptr())), "plan").num_splits;
   // Rows read once (K and V share them), q read, out written.
   const double row_bytes = nvfp4 ? dim / 2.0 + dim / 16.0 : double(dim);
   r.bytes = double(batch) * context * row_bytes + double(q_bytes) + double(o_bytes);
@@ -328,14 +333,17 @@ int main(int argc, char** argv) {
           std::clamp(std::atoi(argv[++i]), 0, int(sparkrt::contract::mla_decode::kMaxSplits)));
     } else if (Args::DecodeShape d{};
                a == "--decode-shape" && i + 1 < argc &&
-               std::sscanf(argv[i + 1], "%ux%ux%u", &d.heads, &d.batch, &d.context) == 3) {
+               std::sscanf(argv[i + 1] + ((d.nvfp4 = std::strncmp(argv[i + 1], "nvfp4:", 6) == 0)
+                                              ? 6
+                                              : 0),
+                           "%ux%ux%u", &d.heads, &d.batch, &d.context) == 3) {
       args.decode_shapes.push_back(d);
       args.decode_only = true;
       ++i;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--backend NAME] [--json out.json] [--reps N] [--quick] [--decode-only] "
-                   "[--decode-shape HEADSxBATCHxCONTEXT]... [--pause-ms N] [--k3-only] "
+                   "[--decode-shape [nvfp4:]HEADSxBATCHxCONTEXT]... [--pause-ms N] [--k3-only] "
                    "[--k3-context N]... [--k3-splits N]\n",
                    argv[0]);
       return 2;
@@ -375,7 +383,7 @@ int main(int argc, char** argv) {
     };
     std::vector<Shape> shapes = {{false, 16, {1, 32, 64, 128}, {4096, 8192}},
                                  {false, 128, {1, 32, 64}, {4096, 8192}},
-                                 {true, 16, {1, 32}, {4096}}};
+                                 {true, 16, {1, 32, 128}, {4096}}};
     if (args.quick)
       shapes = {{false, 16, {1, 32, 128}, {4096}},
                 {false, 128, {1, 32}, {4096}},
@@ -383,7 +391,7 @@ int main(int argc, char** argv) {
     if (!args.decode_shapes.empty()) {
       shapes.clear();
       for (const Args::DecodeShape& d : args.decode_shapes)
-        shapes.push_back({false, d.heads, {d.batch}, {d.context}});
+        shapes.push_back({d.nvfp4, d.heads, {d.batch}, {d.context}});
     }
     for (const Shape& s : shapes)
       for (uint32_t b : s.batches)

@@ -4,12 +4,17 @@
 // in docs/kernels.md ("Module mla").
 //
 // Design. The copies are one CTA striding over its elements; the GEMV gives
-// one output to a warp. FP8 decode of the MLA row runs the tiled
-// tensor-core kernel below ("FP8 decode"). Every other decode shape, and all
-// NVFP4 decode, gives one (query head, sequence) to a CTA of 256 threads that
-// walks its tokens in chunks: a warp per token computes the score, then
-// every thread updates the running max and sum (online softmax, f32) and
-// accumulates the V dims it owns (correct, not fast).
+// one output to a warp. Decode of the MLA row, FP8 or NVFP4, runs the tiled
+// tensor-core kernel below ("Tiled decode"). Every other decode shape gives
+// one (query head, sequence) to a CTA of 256 threads that walks its tokens
+// in chunks: a warp per token computes the score, then every thread updates
+// the running max and sum (online softmax, f32) and accumulates the V dims
+// it owns (correct, not fast).
+//
+// Build switch: SPARKRT_MLA_NVFP4_BIT_F16 (default 0) makes the tiled NVFP4
+// decode build its f16 operands from the E2M1 codes by bit moves alone
+// instead of through the fp8 conversion (e2m1x8_to_half2x4): the same
+// values, with the conversion instructions' work moved to integer ones.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -43,10 +48,12 @@ __device__ __forceinline__ float fp8_value(uint8_t b) {
 }
 
 // E2M1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf or NaN.
+// Built from bits (a table would live in local memory): 0 and 0.5 for
+// magnitude codes 0 and 1, else exponent (code >> 1) - 1, mantissa code & 1.
 __device__ __forceinline__ float e2m1_value(uint32_t nibble) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float v = mag[nibble & 7u];
-  return (nibble & 8u) ? -v : v;
+  const uint32_t mag = nibble & 7u;
+  const uint32_t bits = mag < 2u ? mag * 0x3f000000u : (mag + 252u) << 22;
+  return __uint_as_float(bits | (nibble & 8u) << 28);
 }
 
 // The shapes a decode launch must have; anything else returns without writing.
@@ -241,50 +248,16 @@ extern "C" __global__ void mla_cache_assemble(const __nv_bfloat16* __restrict__ 
   }
 }
 
-// Decode over an NVFP4 cache: a block is block_stride_bytes long, its first
-// data_section_bytes hold the E2M1 values two to a byte (even index in the
-// low nibble), then one E4M3 scale per 16 consecutive values. Grid
-// (num_q_heads, num_seqs), block 256.
-extern "C" __global__ void __launch_bounds__(kThreads)
-    mla_paged_decode_nvfp4(const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
-                           const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
-                           const int32_t* __restrict__ block_tables,
-                           const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq,
-                           uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t q_head_dim,
-                           uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
-                           uint64_t block_stride_bytes, uint64_t data_section_bytes) {
-  if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size) ||
-      kv_cache_dim % 16 != 0)
-    return;
-  const DecodeCta cta(block_tables, seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads,
-                      kv_cache_dim, block_size, 0);
-  const uint32_t dv = kv_cache_dim - kRopeDim;
-  auto block_of = [&](uint32_t u) { return cta.table[(cta.t0 + u) / block_size]; };
-  auto read = [&](const uint8_t* cache, uint32_t u, uint32_t d) {
-    const uint8_t* base = cache + uint64_t(block_of(u)) * block_stride_bytes;
-    const uint64_t i = cta.index_in_block(cta.t0 + u, kv_cache_dim, block_size) + d;
-    const uint32_t byte = base[i / 2];
-    const float scale = fp8_value(base[data_section_bytes + i / 16]);
-    return e2m1_value(i % 2 ? byte >> 4 : byte & 0xfu) * scale;
-  };
-  __shared__ AttendScratch scratch;
-  attend(
-      scratch, cta.q_row(q, num_q_heads, q_head_dim), q_head_dim, dv, cta.len - cta.t0, inv_sqrt_d,
-      nullptr, cta.head, cta.o_row(o, num_q_heads, dv),
-      [&](uint32_t u) { return block_of(u) >= 0; },
-      [&](uint32_t u, uint32_t d) { return read(k_cache, u, d); },
-      [&](uint32_t u, uint32_t d) { return read(v_cache, u, d); });
-}
-
-// ── FP8 decode ──────────────────────────────────────────────────────────────
+// ── Tiled decode (FP8 and NVFP4) ────────────────────────────────────────────
 //
 // The tiled kernel (the geometry the op launches for the MLA row, 576 values;
-// docs/kernels.md, "Tiled FP8 decode"). A CTA serves up to 16 query heads of
-// one KV head (the 16 rows of the mma tiles) of one sequence over one split
-// of its tokens, in tiles of 64 tokens. Two warps do nothing but stage the
-// tiles into dynamic shared memory with cp.async, up to three ahead; they
-// and the 8 consumer warps hand each stage over through two mbarriers, so
-// neither the copies nor their block-table reads sit on the consumers' path.
+// docs/kernels.md, "Tiled decode"), one template for both cache formats. A
+// CTA serves up to 16 query heads of one KV head (the 16 rows of the mma
+// tiles) of one sequence over one split of its tokens, in tiles of 64
+// tokens. Two warps do nothing but stage the tiles into dynamic shared
+// memory with cp.async, up to three ahead; they and the 8 consumer warps
+// hand each stage over through two mbarriers, so neither the copies nor
+// their block-table reads sit on the consumers' path.
 // The consumers form two teams of 4 warps that take alternate tiles, each
 // with its own softmax state and accumulators: one team's barriers and
 // softmax overlap the other's products, and the two merge at the end. (One
@@ -298,15 +271,26 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 //           of the dims; the quarters meet in shared memory;
 //   softmax 2W threads a row: base-2 online softmax, P to shared memory (f16);
 //   output  O[16][512] += P V on the tensor cores: warp w owns the 32-dim
-//           output groups w, w + W, ...
+//           (NVFP4: 64-dim) output groups w, w + W, ...
 // The fp8 bytes become f16 (exact) as the operand registers are built. q is
 // scaled per head by a power of two into f16's range (exact for a bf16 row
 // whose values span less than 2^29) and the scale is undone on the score.
 // Both products reduce over an order of their choosing: a lane's four k
-// values are four consecutive staged bytes, so one 32-bit shared load (and,
-// for V, a byte permute) builds two operand registers. Everything but the
+// values are four consecutive staged fp8 bytes, so one 32-bit shared load
+// (and, for V, a byte permute) builds two operand registers. Everything but the
 // query width is fixed at compile time, so shared-memory addresses are a
 // few per-thread bases plus immediates.
+//
+// NVFP4 stages each token's 288 data bytes with 16-byte copies (a row is
+// 16-byte aligned in any block layout the tiled op takes) and its 36 scale
+// bytes with 4-byte copies (a row's scales are only 4-byte aligned). Each
+// E2M1 code becomes an E4M3 byte of value e2m1 * 2^-6 by bit moves, the
+// byte an f16 as for fp8, and the f16 pair is multiplied by the group's
+// scale (exact: at most 2 + 4 significant bits, magnitudes 2^-16 .. 42);
+// the 2^6 (kE2m1Unit) is undone with k_scale and v_scale. A lane's operands follow the
+// scale groups: for the scores, 8 bytes (16 values, one scale) of a token
+// make its four k-steps; for the output, 4 bytes (8 dims) of each of four
+// tokens make 8 n-tiles' operands (one scale per token).
 namespace tiled {
 
 using sparkrt_kernels::cp_async16;
@@ -331,6 +315,35 @@ constexpr uint32_t kRedPitch = contract::kRedPitch;  // floats: conflict-free fl
 constexpr uint32_t kPPitch = contract::kPPitch;      // halves: conflict-free 8-byte reads
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The cache formats the kernel is instantiated for.
+enum class Format { kFp8, kNvfp4 };
+
+// NVFP4 stages (sparkrt/contract/mla.h): a token's data row (288 bytes of K,
+// 256 of a separate V) at r * length + kNvfp4RowSkew * (r / 4), its scale
+// bytes at r * kNvScalePitch. Rows 288 bytes apart start 32 bytes apart
+// modulo 128 (256 bytes apart: 0); with the skew, the 4 rows that one phase
+// of a score fragment's 8-byte loads reads (rows 8i + g, g < 4 or g >= 4)
+// and the 4 rows of an output fragment's load (rows 4t + r) start 32 bytes
+// apart modulo 128: no bank conflicts.
+constexpr uint32_t kNvRow = contract::kNvfp4RowBytes;
+constexpr uint32_t kNvVRow = contract::kNvfp4VRowBytes;
+constexpr uint32_t kNvScalePitch = contract::kNvfp4ScalePitch;
+constexpr uint32_t kNvGroups = kDim / 16;  // scale groups of a K row (36)
+constexpr uint32_t kNvQuarterGroups = kNvGroups / kQuarters;  // 9
+static_assert(kNvQuarterGroups == 9, "a quarter: two blocks of 4 groups and one more");
+__device__ __forceinline__ uint32_t nv_row_at(uint32_t r, uint32_t row_bytes) {
+  return r * row_bytes + contract::kNvfp4RowSkew * (r >> 2);
+}
+// K row r + 8 is this much further than row r (n-tile i + 1 of the scores).
+constexpr uint32_t kNvRows8 = 8 * kNvRow + 2 * contract::kNvfp4RowSkew;
+// Offsets inside an NVFP4 stage, after the K rows.
+__device__ __forceinline__ uint32_t nv_k_scales_at(bool shared_v) {
+  return contract::nvfp4_rows_bytes(kNvRow) + (shared_v ? 0u : contract::nvfp4_rows_bytes(kNvVRow));
+}
+__device__ __forceinline__ uint32_t nv_v_scales_at(bool shared_v) {
+  return shared_v ? nv_k_scales_at(true) : nv_k_scales_at(false) + kTile * kNvScalePitch;
+}
+
 // What one team of consumer warps keeps in shared memory.
 struct TeamState {
   float red[kQuarters][kRows][kRedPitch];  // score partials per dim quarter
@@ -350,9 +363,22 @@ static_assert(sizeof(TeamState) == contract::kTeamBytes &&
 // A stage: the tile's rows, then 64 token flags, its `full` and `empty`
 // mbarriers and (stage 0) the teams' two hand-over mbarriers.
 static_assert(contract::kFlagBytes == kTile + 4 * sizeof(uint64_t), "flags and four mbarriers");
+template <Format kFmt>
 __device__ __forceinline__ uint32_t stage_bytes(bool shared_v) {
-  return contract::tiled_stage_bytes(!shared_v);
+  if constexpr (kFmt == Format::kFp8) return contract::tiled_stage_bytes(!shared_v);
+  return contract::tiled_nvfp4_stage_bytes(!shared_v);
 }
+// Where a stage's token flags (then its mbarriers) start.
+template <Format kFmt>
+__device__ __forceinline__ uint32_t flags_offset(bool shared_v) {
+  if constexpr (kFmt == Format::kFp8) return kTile * (kPitchK + (shared_v ? 0u : kPitchV));
+  return nv_v_scales_at(shared_v) + kTile * kNvScalePitch;
+}
+static_assert(contract::tiled_nvfp4_stage_bytes(false) % 16 == 0 &&
+                  contract::tiled_nvfp4_stage_bytes(true) % 16 == 0 &&
+                  contract::nvfp4_rows_bytes(kNvRow) % 16 == 0 &&
+                  contract::nvfp4_rows_bytes(kNvVRow) % 16 == 0,
+              "16-byte copies into every stage; 8-byte aligned mbarriers");
 
 // Named barriers the staging warps never join: 1 + team for a team of
 // consumer warps, kConsumersBar for all of them.
@@ -415,13 +441,81 @@ __device__ __forceinline__ void fp8x4_to_half2x2(uint32_t w, uint32_t& lo, uint3
 #endif
 }
 
+// Two E4M3 bytes (the word's low half) to an f16x2 word, exactly.
+__device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t h;
+  asm("{\n .reg .b16 l, u;\n mov.b32 {l, u}, %1;\n cvt.rn.f16x2.e4m3x2 %0, l;\n}"
+      : "=r"(h)
+      : "r"(w));
+  return h;
+#else
+  return sparkrt_kernels::fp8x2_to_half2_bits(w & 0xffffu);
+#endif
+}
+
+// Eight E2M1 codes (code j in bits 4j .. 4j + 3 of w) to four f16x2 words:
+// r[0] = codes (0, 2), r[1] = (4, 6), r[2] = (1, 3), r[3] = (5, 7) (low
+// half, high half), each the code's value times 1 / kE2m1Unit, exactly.
+// By default each code's sign moves to bit 7 and its exponent and mantissa
+// to bits 4..2 of a byte, the E4M3 encoding of e2m1 * 2^-6 (E2M1's
+// subnormal 0.5 becomes an E4M3 subnormal), which the fp8 conversion turns
+// into f16. SPARKRT_MLA_NVFP4_BIT_F16=1 builds the f16 words by bit moves
+// alone (sign to bit 15, exponent and mantissa to bits 11..9: e2m1 * 2^-14,
+// 0.5 an f16 subnormal): no conversion instructions, more integer ones.
+#ifndef SPARKRT_MLA_NVFP4_BIT_F16
+#define SPARKRT_MLA_NVFP4_BIT_F16 0
+#endif
+#if SPARKRT_MLA_NVFP4_BIT_F16
+constexpr float kE2m1Unit = 16384.0f;  // undoes the 2^-14
+__device__ __forceinline__ void e2m1x8_to_half2x4(uint32_t w, uint32_t (&r)[4]) {
+  // Bytes 0, 2, 1, 3: codes j and j + 2 of w (j = 0, 1, 4, 5) are 16 bits apart.
+  const uint32_t x = sparkrt_kernels::prmt(w, w, 0x3120);
+  uint32_t f[4];
+#pragma unroll
+  for (uint32_t i = 0; i < 3; ++i) {
+    // The code pair in slot i, plus 7 times its signs: the sign moves up by 3.
+    const uint32_t n = x & (0x000f000fu << (4 * i));
+    f[i] = (n + 7u * (n & (0x00080008u << (4 * i)))) << (9 - 4 * i);
+  }
+  f[3] = (x & 0x80008000u) | ((x >> 3) & 0x0e000e00u);
+  r[0] = f[0];
+  r[1] = f[2];
+  r[2] = f[1];
+  r[3] = f[3];
+}
+#else
+constexpr float kE2m1Unit = 64.0f;  // undoes the 2^-6
+__device__ __forceinline__ void e2m1x8_to_half2x4(uint32_t w, uint32_t (&r)[4]) {
+  const uint32_t even = ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu);  // codes 0, 2, 4, 6
+  const uint32_t odd = (w & 0x80808080u) | ((w >> 2) & 0x1c1c1c1cu);         // codes 1, 3, 5, 7
+  fp8x4_to_half2x2(even, r[0], r[1]);
+  fp8x4_to_half2x2(odd, r[2], r[3]);
+}
+#endif
+
+// x * s on f16 pairs; s_half 0 multiplies both by s's low half, 1 by its
+// high half, 2 pairwise. Exact for the NVFP4 operands: e2m1 / kE2m1Unit
+// times an E4M3 scale has at most 6 significant bits and lies in [2^-16,
+// 42] (bit build: [2^-24, 0.17], multiples of 2^-24).
+__device__ __forceinline__ uint32_t scale_f16x2(uint32_t x, uint32_t s, int s_half) {
+  __half2 hx, hs;
+  memcpy(&hx, &x, 4);
+  memcpy(&hs, &s, 4);
+  const __half2 f = s_half == 0 ? __low2half2(hs) : s_half == 1 ? __high2half2(hs) : hs;
+  const __half2 r = __hmul2(hx, f);
+  uint32_t out;
+  memcpy(&out, &r, 4);
+  return out;
+}
+
 // A compile-time switch passed to a generic lambda.
 template <bool kValue>
 struct Whole {
   static constexpr bool value = kValue;
 };
 
-// Everything a tiled CTA needs; the two entries fill it.
+// Everything a tiled CTA needs; the entries fill it.
 struct Params {
   const __nv_bfloat16* q;
   const uint8_t* k_cache;
@@ -435,16 +529,17 @@ struct Params {
   float* part_ml;    // split
   uint32_t max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size;
   float inv_sqrt_d, k_scale, v_scale;
-  uint64_t cache_stride;
+  uint64_t cache_stride;  // bytes per block (NVFP4: block_stride_bytes)
   uint32_t sliding_window, comp_block_count;
   bool split;  // partials to part_acc/part_ml instead of o
+  uint64_t data_section;  // NVFP4: where a block's scales start
 };
 
 // One CTA's view: which heads, which tokens, where they live.
 struct Cta {
   uint32_t seq, kvh, head0, hpc, split, splits;
   uint32_t n_comp, t0, u_begin, u_end;  // virtual tokens [u_begin, u_end) of this split
-  uint64_t row;                         // bytes per token, every KV head
+  uint64_t row;                         // values (fp8: bytes) per token, every KV head
   const int32_t* table;
   const uint8_t* comp;
 
@@ -481,16 +576,33 @@ struct Source {
   const uint8_t* v;
   bool ok;  // false: past the split or behind a negative block (zeros)
 };
+// The same for an NVFP4 token: its data row and its scale bytes in each pool.
+struct NvSource {
+  const uint8_t *k, *k_scales, *v, *v_scales;
+  bool ok;
+};
+
+// 4 bytes global -> shared (sm_80+); src_bytes 0 writes zeros and reads
+// nothing. For the NVFP4 scale bytes, whose rows are only 4-byte aligned.
+// No L2 cache hint: the 4-byte form with one faults as an illegal
+// instruction on an H200 (driver 580).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
 
 // The staging warps (8 and 9) fill stage tile % n_stages with the tile's rows
 // once the consumers have released it: 16-byte cp.async chunks, lane 4j + c
 // of staging warp sw taking chunks c, c + 4, ... of tokens 8 sw + j,
-// 8 (sw + 2) + j, ... (each instruction reads 64 whole bytes of 8 rows). A
-// token past the split or behind a negative block gets a zero row and flag 0.
+// 8 (sw + 2) + j, ... (each instruction reads 64 whole bytes of 8 rows;
+// NVFP4 scale bytes in 4-byte copies, words c, c + 4, ... of the token's).
+// A token past the split or behind a negative block gets a zero row (and
+// zero scales) and flag 0.
 // Each stage has two mbarriers in its flag bytes: `full` completes when every
 // staging lane has arrived and its copies have landed
 // (cp.async.mbarrier.arrive: the lane does not wait for them), `empty` when
 // the threads of the team that consumed it are done reading the stage.
+template <Format kFmt>
 __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint8_t* stages,
                                            uint32_t n_stages, uint32_t n_tiles) {
   // Staging warp sw takes the groups of 8 rows sw, sw + kStagingWarps, ...
@@ -498,8 +610,8 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
   const uint32_t lane = threadIdx.x % 32, j = lane / 4, part = lane % 4;
   const uint32_t sw = threadIdx.x / 32 - kWarps;
   const bool shared_v = p.v_cache == p.k_cache;
-  const uint32_t sbytes = stage_bytes(shared_v);
-  const uint32_t flags_at = kTile * (kPitchK + (shared_v ? 0u : kPitchV));
+  const uint32_t sbytes = stage_bytes<kFmt>(shared_v);
+  const uint32_t flags_at = flags_offset<kFmt>(shared_v);
   const sparkrt_kernels::BlockDiv bdiv(p.block_size);
   // The block-table entries of this lane's tokens of a tile (0 where none is
   // read), loaded an iteration before their use.
@@ -527,6 +639,22 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
     if (!s.ok) s.k = s.v = p.k_cache;
     return s;
   };
+  // An NVFP4 token (no compressed rows): value i of its block's values has
+  // its code in data byte i / 2 and its scale at data_section + i / 16.
+  auto nv_locate = [&](uint32_t tile, uint32_t r, int32_t block) {
+    const uint32_t u = cta.u_begin + tile * kTile + r;
+    NvSource s{p.k_cache, p.k_cache, p.v_cache, p.v_cache, u < cta.u_end && block >= 0};
+    if (s.ok) {
+      const uint64_t base = uint64_t(block) * p.cache_stride;
+      const uint64_t i =
+          uint64_t{bdiv.mod(cta.t0 + (u - cta.n_comp))} * cta.row + uint64_t{cta.kvh} * kDim;
+      s.k += base + i / 2;
+      s.v += base + i / 2;
+      s.k_scales += base + p.data_section + i / 16;
+      s.v_scales += base + p.data_section + i / 16;
+    }
+    return s;
+  };
   // K/V rows are read once: they leave L2 first, so the block tables and the
   // code stay.
   const uint64_t policy = sparkrt_kernels::evict_first_policy();
@@ -534,19 +662,44 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
 #pragma unroll
     for (uint32_t i = 0; i < kGroupsOf8; ++i) {
       const uint32_t r = 8 * (sw + kStagingWarps * i) + j;
-      const Source s = locate(tile, r, e[i]);
-      const uint32_t n = s.ok ? 16u : 0u;  // 0: the chunk is zero-filled
-      uint8_t* krow = base + r * kPitchK;
+      if constexpr (kFmt == Format::kFp8) {
+        const Source s = locate(tile, r, e[i]);
+        const uint32_t n = s.ok ? 16u : 0u;  // 0: the chunk is zero-filled
+        uint8_t* krow = base + r * kPitchK;
 #pragma unroll
-      for (uint32_t c = part; c < kDim / 16; c += 4)
-        cp_async16(krow + 16 * c, s.k + 16 * c, n, policy);
-      if (!shared_v) {
-        uint8_t* vrow = base + kTile * kPitchK + r * kPitchV;
+        for (uint32_t c = part; c < kDim / 16; c += 4)
+          cp_async16(krow + 16 * c, s.k + 16 * c, n, policy);
+        if (!shared_v) {
+          uint8_t* vrow = base + kTile * kPitchK + r * kPitchV;
 #pragma unroll
-        for (uint32_t c = part; c < kDv / 16; c += 4)
-          cp_async16(vrow + 16 * c, s.v + 16 * c, n, policy);
+          for (uint32_t c = part; c < kDv / 16; c += 4)
+            cp_async16(vrow + 16 * c, s.v + 16 * c, n, policy);
+        }
+        if (part == 0) base[flags_at + r] = s.ok;
+      } else {
+        const NvSource s = nv_locate(tile, r, e[i]);
+        const uint32_t n = s.ok ? 16u : 0u, n_scale = s.ok ? 4u : 0u;
+        const uint32_t k_scales_at = nv_k_scales_at(shared_v);
+        uint8_t* krow = base + nv_row_at(r, kNvRow);
+#pragma unroll
+        for (uint32_t c = part; c < kNvRow / 16; c += 4)
+          cp_async16(krow + 16 * c, s.k + 16 * c, n, policy);
+        uint8_t* kscales = base + k_scales_at + r * kNvScalePitch;
+#pragma unroll
+        for (uint32_t c = part; c < kNvGroups / 4; c += 4)
+          cp_async4(kscales + 4 * c, s.k_scales + 4 * c, n_scale);
+        if (!shared_v) {
+          uint8_t* vrow = base + contract::nvfp4_rows_bytes(kNvRow) + nv_row_at(r, kNvVRow);
+#pragma unroll
+          for (uint32_t c = part; c < kNvVRow / 16; c += 4)
+            cp_async16(vrow + 16 * c, s.v + 16 * c, n, policy);
+          uint8_t* vscales = base + nv_v_scales_at(false) + r * kNvScalePitch;
+#pragma unroll
+          for (uint32_t c = part; c < kDv / 16 / 4; c += 4)
+            cp_async4(vscales + 4 * c, s.v_scales + 4 * c, n_scale);
+        }
+        if (part == 0) base[flags_at + r] = s.ok;
       }
-      if (part == 0) base[flags_at + r] = s.ok;
     }
   };
   Entries entry;
@@ -578,17 +731,61 @@ __device__ __forceinline__ void stage_rows(const Params& p, const Cta& cta, uint
   // every stage, so the CTA (and its shared memory) outlives them.
 }
 
+// Where an NVFP4 consumer lane (g, t) of team warp tw reads a stage (the
+// scores' rows half * kScoreTokens + g + 8i, quarter tw % 4 of the dims):
+// its scale groups of a K row, grp0 and grp1 = grp0 + 4 (k-steps 0-3 and
+// 4-7 of the quarter, 8 code bytes each) and the quarter's last, grp2
+// (k-step 8, 2 code bytes at 2t); the offsets of those codes and scale bytes
+// in n-tile 0 (n-tile i is i kNvRows8 further); the output's V rows 4t + r
+// at the lane's 4 bytes (8 dims, one scale group) of group tw (rows 16 kk +
+// 4t + r are kk v16 + r vpitch further) and their scale words, and the byte
+// of the lane's group in a scale word, for two rows; byte masks that give
+// the groups past q_head_dim scale 0 (their codes add 0, and no NaN scale
+// of theirs is read).
+struct NvLane {
+  uint32_t grp0, grp1, grp2;
+  uint32_t s_off, s2_off, sc_off;
+  uint32_t vpitch, v16, v_off, vs_off, vs_sel;
+  uint32_t mask01, mask2;
+};
+template <uint32_t kScoreTokens>
+__device__ __forceinline__ NvLane nv_lane(uint32_t tw, uint32_t g, uint32_t t, bool shared_v,
+                                          uint32_t q_head_dim) {
+  NvLane l;
+  const uint32_t quarter = tw % kQuarters, row = tw / kQuarters * kScoreTokens + g;
+  l.grp0 = kNvQuarterGroups * quarter + t;
+  l.grp1 = l.grp0 + 4;
+  l.grp2 = kNvQuarterGroups * quarter + 8;
+  l.s_off = nv_row_at(row, kNvRow) + 8 * l.grp0;
+  l.s2_off = nv_row_at(row, kNvRow) + 8 * l.grp2 + 2 * t;
+  l.sc_off = nv_k_scales_at(shared_v) + row * kNvScalePitch;
+  l.vpitch = shared_v ? kNvRow : kNvVRow;
+  l.v16 = 16 * l.vpitch + 4 * contract::kNvfp4RowSkew;
+  l.v_off = (shared_v ? 0u : contract::nvfp4_rows_bytes(kNvRow)) + nv_row_at(4 * t, l.vpitch) +
+            32 * tw + 4 * g;
+  l.vs_off = nv_v_scales_at(shared_v) + 4 * t * kNvScalePitch + 4 * tw;
+  l.vs_sel = (g >> 1) | ((4 + (g >> 1)) << 4);
+  const uint32_t groups_in = q_head_dim / 16;
+  l.mask01 = (l.grp0 < groups_in ? 0xffu : 0u) | (l.grp1 < groups_in ? 0xff00u : 0u);
+  l.mask2 = l.grp2 < groups_in ? 0xffffu : 0u;
+  return l;
+}
+
 // The consumers form kTeams teams of 8 / kTeams warps; team i takes tiles
 // i, i + kTeams, ... with its own softmax state and output accumulators, so
 // one team's barriers and softmax overlap the other's products. At the end
 // the teams' states merge in shared memory (the stages are free by then).
-template <uint32_t kTeams>
+template <Format kFmt, uint32_t kTeams>
 __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t n_stages) {
+  constexpr bool kNv = kFmt == Format::kNvfp4;
   constexpr uint32_t kTeamWarps = kWarps / kTeams;
   constexpr uint32_t kTeamThreads = 32 * kTeamWarps;
   constexpr uint32_t kScoreTokens = kTile * kQuarters / kTeamWarps;  // tokens a warp scores
   constexpr uint32_t kNt = kScoreTokens / 8;                         // their n-tiles
-  constexpr uint32_t kOutGroups = kDv / 32 / kTeamWarps;             // 32-dim groups a warp owns
+  // Output groups: 4 n-tiles of 8 dims (fp8), 8 (NVFP4: 8 dims a lane, one
+  // scale group, from one 32-bit load of a token's codes).
+  constexpr uint32_t kNtOut = kNv ? 8 : 4;
+  constexpr uint32_t kOutGroups = kDv / (8 * kNtOut) / kTeamWarps;  // groups a warp owns
   constexpr uint32_t kRowThreads = kTeamThreads / kRows;             // softmax threads a row
   constexpr uint32_t kChunks = kTile / 4 / kRowThreads;              // 4-token chunks a thread
   Fixed<kTeams>& f = *reinterpret_cast<Fixed<kTeams>*>(smem);
@@ -597,9 +794,9 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
   const uint32_t g = lane >> 2, t = lane & 3;
   const uint32_t qd = p.q_head_dim;
   const bool shared_v = p.v_cache == p.k_cache;
-  const uint32_t sbytes = stage_bytes(shared_v);
+  const uint32_t sbytes = stage_bytes<kFmt>(shared_v);
   uint8_t* const stages = smem + sizeof(Fixed<kTeams>);
-  const uint32_t flags_at = kTile * (kPitchK + (shared_v ? 0u : kPitchV));
+  const uint32_t flags_at = flags_offset<kFmt>(shared_v);
   const uint32_t n_tiles = (cta.u_end - cta.u_begin + kTile - 1) / kTile;
   auto full_of = [&](uint32_t slot) {
     return smem_addr(stages + slot * sbytes + flags_at + kTile);
@@ -617,7 +814,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
     mbar_init(accs, kTeamThreads);
   }
   __syncthreads();  // the last barrier the staging warps join
-  if (warp >= kWarps) return stage_rows(p, cta, stages, n_stages, n_tiles);
+  if (warp >= kWarps) return stage_rows<kFmt>(p, cta, stages, n_stages, n_tiles);
 
   // ── q: each head's power-of-two scale, then this warp's A fragments.
   {
@@ -642,6 +839,8 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
   const uint32_t quarter = tw % kQuarters, half = tw / kQuarters;
   const uint32_t ksteps = qd / 16;
   const uint32_t ks0 = quarter * kKsteps;  // this warp's k-steps: ks0 .. + 8 below ksteps
+  NvLane nv;
+  if constexpr (kNv) nv = nv_lane<kScoreTokens>(tw, g, t, shared_v, qd);
   uint32_t qa[kKsteps][4];
   {
     const float s_lo = f.q_scale[g], s_hi = f.q_scale[g + 8];
@@ -650,13 +849,30 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
     auto qv = [&](const __nv_bfloat16* qr, uint32_t row, uint32_t d, float s) {
       return row < cta.hpc && d < qd ? __bfloat162float(qr[d]) * s : 0.0f;
     };
+    if constexpr (!kNv) {
 #pragma unroll
-    for (uint32_t k = 0; k < kKsteps; ++k) {
-      const uint32_t d = 16 * (ks0 + k) + 4 * t;
-      qa[k][0] = pack_f16(qv(q_lo, g, d, s_lo), qv(q_lo, g, d + 1, s_lo));
-      qa[k][1] = pack_f16(qv(q_hi, g + 8, d, s_hi), qv(q_hi, g + 8, d + 1, s_hi));
-      qa[k][2] = pack_f16(qv(q_lo, g, d + 2, s_lo), qv(q_lo, g, d + 3, s_lo));
-      qa[k][3] = pack_f16(qv(q_hi, g + 8, d + 2, s_hi), qv(q_hi, g + 8, d + 3, s_hi));
+      for (uint32_t k = 0; k < kKsteps; ++k) {
+        const uint32_t d = 16 * (ks0 + k) + 4 * t;
+        qa[k][0] = pack_f16(qv(q_lo, g, d, s_lo), qv(q_lo, g, d + 1, s_lo));
+        qa[k][1] = pack_f16(qv(q_hi, g + 8, d, s_hi), qv(q_hi, g + 8, d + 1, s_hi));
+        qa[k][2] = pack_f16(qv(q_lo, g, d + 2, s_lo), qv(q_lo, g, d + 3, s_lo));
+        qa[k][3] = pack_f16(qv(q_hi, g + 8, d + 2, s_hi), qv(q_hi, g + 8, d + 3, s_hi));
+      }
+    } else {
+      // The dims of this lane's k values, as the scores build their
+      // operands: k-step 4b + 2h + e takes codes e, e + 2 (b0) and e + 4,
+      // e + 6 (b1) of word h of group grp0 + 4b; k-step 8 codes 0, 2 (b0)
+      // and 1, 3 (b1) of the 16 bits at 2t of group grp2.
+#pragma unroll
+      for (uint32_t k = 0; k < kKsteps; ++k) {
+        const uint32_t d = k < 8 ? 16 * (nv.grp0 + 4 * (k / 4)) + 8 * (k / 2 % 2) + k % 2
+                                 : 16 * nv.grp2 + 4 * t;
+        const uint32_t d1 = d + (k < 8 ? 4 : 1);  // b1's first dim
+        qa[k][0] = pack_f16(qv(q_lo, g, d, s_lo), qv(q_lo, g, d + 2, s_lo));
+        qa[k][1] = pack_f16(qv(q_hi, g + 8, d, s_hi), qv(q_hi, g + 8, d + 2, s_hi));
+        qa[k][2] = pack_f16(qv(q_lo, g, d1, s_lo), qv(q_lo, g, d1 + 2, s_lo));
+        qa[k][3] = pack_f16(qv(q_hi, g + 8, d1, s_hi), qv(q_hi, g + 8, d1 + 2, s_hi));
+      }
     }
   }
 
@@ -667,21 +883,23 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
       sm_row < cta.hpc ? p.inv_sqrt_d * p.k_scale * kLog2e / f.q_scale[sm_row] : 0.0f;
   float m_run = -INFINITY, l_run = 0.0f;
 
-  // ── per-thread shared-memory offsets. Scores: row half * kScoreTokens + g
-  // (n-tile i adds 8 rows), this lane's 4 bytes of the warp's first k-step.
-  // Output: V rows 4t + r (a k-step adds 16 rows) at this lane's 4 dims of
-  // group tw (group tw + k kTeamWarps is 32 k kTeamWarps bytes further).
+  // ── per-thread shared-memory offsets (NVFP4: NvLane). Scores: row half *
+  // kScoreTokens + g (n-tile i adds 8 rows), this lane's 4 bytes of the
+  // warp's first k-step. Output: V rows 4t + r (a k-step adds 16 rows) at
+  // this lane's 4 dims of group tw (group tw + k kTeamWarps is 32 k
+  // kTeamWarps bytes further).
   const uint32_t s_off = (half * kScoreTokens + g) * kPitchK + 16 * ks0 + 4 * t;
   const uint32_t vpitch = shared_v ? kPitchK : kPitchV;
   const uint32_t v_off = (shared_v ? 0u : kTile * kPitchK) + 4 * t * vpitch + 32 * tw + 4 * g;
 
   // ── output accumulators: groups tw + k kTeamWarps of 32 dims; n-tile j's
-  // column c is dim 32 * group + 4 * c + j.
-  float oacc[kOutGroups][4][4];
+  // column c is dim 32 * group + 4 * c + j (NVFP4: groups of 64 dims, dim
+  // 64 * group + 8 * c + j).
+  float oacc[kOutGroups][kNtOut][4];
 #pragma unroll
   for (uint32_t k = 0; k < kOutGroups; ++k)
 #pragma unroll
-    for (uint32_t j = 0; j < 4; ++j)
+    for (uint32_t j = 0; j < kNtOut; ++j)
 #pragma unroll
       for (uint32_t e = 0; e < 4; ++e) oacc[k][j][e] = 0.0f;
 
@@ -703,18 +921,57 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
         for (uint32_t i = 0; i < 4; ++i)
 #pragma unroll
           for (uint32_t e = 0; e < 4; ++e) sacc[i][e] = 0.0f;
-        const uint8_t* srow = stage + s_off + n0 * 8 * kPitchK;
+        if constexpr (!kNv) {
+          const uint8_t* srow = stage + s_off + n0 * 8 * kPitchK;
 #pragma unroll
-        for (uint32_t k = 0; k < kKsteps; ++k) {
-          if constexpr (!decltype(whole)::value) {
-            if (ks0 + k >= ksteps) break;
+          for (uint32_t k = 0; k < kKsteps; ++k) {
+            if constexpr (!decltype(whole)::value) {
+              if (ks0 + k >= ksteps) break;
+            }
+#pragma unroll
+            for (uint32_t i = 0; i < 4; ++i) {
+              uint32_t b0, b1;
+              fp8x4_to_half2x2(*reinterpret_cast<const uint32_t*>(srow + i * 8 * kPitchK + 16 * k),
+                               b0, b1);
+              mma_f16(sacc[i], qa[k], b0, b1);
+            }
           }
+        } else {
+          uint32_t last[4], last_scale[4];  // each token's codes and scale of grp2
 #pragma unroll
           for (uint32_t i = 0; i < 4; ++i) {
-            uint32_t b0, b1;
-            fp8x4_to_half2x2(*reinterpret_cast<const uint32_t*>(srow + i * 8 * kPitchK + 16 * k),
-                             b0, b1);
-            mma_f16(sacc[i], qa[k], b0, b1);
+            const uint32_t nt = n0 + i;
+            const uint32_t row = nt * kNvRows8, srow = nt * 8 * kNvScalePitch;
+            uint32_t sc = uint32_t{stage[nv.sc_off + srow + nv.grp0]} |
+                          (uint32_t{stage[nv.sc_off + srow + nv.grp1]} << 8);
+            last_scale[i] = stage[nv.sc_off + srow + nv.grp2];
+            if constexpr (!decltype(whole)::value) sc &= nv.mask01;
+            const uint32_t s01 = fp8x2_to_half2(sc);  // the scales of grp0, grp1
+            const uint2 c0 = *reinterpret_cast<const uint2*>(stage + nv.s_off + row);
+            const uint2 c1 = *reinterpret_cast<const uint2*>(stage + nv.s_off + row + 32);
+            last[i] = *reinterpret_cast<const uint16_t*>(stage + nv.s2_off + row);
+            const uint32_t words[4] = {c0.x, c0.y, c1.x, c1.y};
+#pragma unroll
+            for (uint32_t h = 0; h < 4; ++h) {
+              uint32_t b[4];
+              e2m1x8_to_half2x4(words[h], b);
+              const int s_half = h / 2;
+              mma_f16(sacc[i], qa[2 * h], scale_f16x2(b[0], s01, s_half),
+                      scale_f16x2(b[1], s01, s_half));
+              mma_f16(sacc[i], qa[2 * h + 1], scale_f16x2(b[2], s01, s_half),
+                      scale_f16x2(b[3], s01, s_half));
+            }
+          }
+          // grp2: two tokens' 16 bits make one word of codes.
+#pragma unroll
+          for (uint32_t i = 0; i < 4; i += 2) {
+            uint32_t sc = last_scale[i] | (last_scale[i + 1] << 8);
+            if constexpr (!decltype(whole)::value) sc &= nv.mask2;
+            const uint32_t s = fp8x2_to_half2(sc);
+            uint32_t b[4];  // (token i: codes 0, 2), (i + 1: 0, 2), (i: 1, 3), (i + 1: 1, 3)
+            e2m1x8_to_half2x4(last[i] | (last[i + 1] << 16), b);
+            mma_f16(sacc[i], qa[8], scale_f16x2(b[0], s, 0), scale_f16x2(b[2], s, 0));
+            mma_f16(sacc[i + 1], qa[8], scale_f16x2(b[1], s, 1), scale_f16x2(b[3], s, 1));
           }
         }
 #pragma unroll
@@ -793,7 +1050,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
 #pragma unroll
         for (uint32_t k = 0; k < kOutGroups; ++k)
 #pragma unroll
-          for (uint32_t j = 0; j < 4; ++j) {
+          for (uint32_t j = 0; j < kNtOut; ++j) {
             oacc[k][j][0] *= a_lo;
             oacc[k][j][1] *= a_lo;
             oacc[k][j][2] *= a_hi;
@@ -808,18 +1065,56 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
 #pragma unroll
         for (uint32_t k = 0; k < kOutGroups; ++k) {
           uint32_t w[4];
+          if constexpr (!kNv) {
 #pragma unroll
-          for (uint32_t r = 0; r < 4; ++r)
-            w[r] = *reinterpret_cast<const uint32_t*>(stage + v_off + (16 * kk + r) * vpitch +
-                                                      32 * kTeamWarps * k);
-          // Byte j of w[r] is token 4t + r, dim 4g + j: pair tokens per dim.
-          uint32_t b0[4], b1[4];
-          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[0], w[1], 0x5140), b0[0], b0[1]);
-          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[0], w[1], 0x7362), b0[2], b0[3]);
-          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[2], w[3], 0x5140), b1[0], b1[1]);
-          fp8x4_to_half2x2(sparkrt_kernels::prmt(w[2], w[3], 0x7362), b1[2], b1[3]);
+            for (uint32_t r = 0; r < 4; ++r)
+              w[r] = *reinterpret_cast<const uint32_t*>(stage + v_off + (16 * kk + r) * vpitch +
+                                                        32 * kTeamWarps * k);
+            // Byte j of w[r] is token 4t + r, dim 4g + j: pair tokens per dim.
+            uint32_t b0[4], b1[4];
+            fp8x4_to_half2x2(sparkrt_kernels::prmt(w[0], w[1], 0x5140), b0[0], b0[1]);
+            fp8x4_to_half2x2(sparkrt_kernels::prmt(w[0], w[1], 0x7362), b0[2], b0[3]);
+            fp8x4_to_half2x2(sparkrt_kernels::prmt(w[2], w[3], 0x5140), b1[0], b1[1]);
+            fp8x4_to_half2x2(sparkrt_kernels::prmt(w[2], w[3], 0x7362), b1[2], b1[3]);
 #pragma unroll
-          for (uint32_t j = 0; j < 4; ++j) mma_f16(oacc[k][j], a, b0[j], b1[j]);
+            for (uint32_t j = 0; j < 4; ++j) mma_f16(oacc[k][j], a, b0[j], b1[j]);
+          } else {
+            // Code j of w[r] is token 4t + r, dim 8g + j of the group, scaled
+            // by the token's scale of the group: pair tokens per dim, bytes
+            // interleaved so that codes j of two tokens meet in one word.
+            uint32_t sw[4];
+#pragma unroll
+            for (uint32_t r = 0; r < 4; ++r) {
+              w[r] = *reinterpret_cast<const uint32_t*>(stage + nv.v_off + kk * nv.v16 +
+                                                        r * nv.vpitch + 32 * kTeamWarps * k);
+              sw[r] = *reinterpret_cast<const uint32_t*>(
+                  stage + nv.vs_off + (16 * kk + r) * kNvScalePitch + 4 * kTeamWarps * k);
+            }
+            const uint32_t s01 = fp8x2_to_half2(sparkrt_kernels::prmt(sw[0], sw[1], nv.vs_sel));
+            const uint32_t s23 = fp8x2_to_half2(sparkrt_kernels::prmt(sw[2], sw[3], nv.vs_sel));
+            uint32_t b0[8], b1[8];
+            auto pair = [&](uint32_t wa, uint32_t wb, uint32_t s, uint32_t(&b)[8]) {
+              // The interleaved word holds wa's codes 0, 1, wb's 0, 1, wa's 2,
+              // 3, wb's 2, 3: its code pairs (0, 2), (4, 6), (1, 3), (5, 7)
+              // are dims 0, 2, 1, 3 of the two tokens (the second word's: 4,
+              // 6, 5, 7).
+              uint32_t r[4];
+              e2m1x8_to_half2x4(sparkrt_kernels::prmt(wa, wb, 0x5140), r);
+              b[0] = scale_f16x2(r[0], s, 2);
+              b[2] = scale_f16x2(r[1], s, 2);
+              b[1] = scale_f16x2(r[2], s, 2);
+              b[3] = scale_f16x2(r[3], s, 2);
+              e2m1x8_to_half2x4(sparkrt_kernels::prmt(wa, wb, 0x7362), r);
+              b[4] = scale_f16x2(r[0], s, 2);
+              b[6] = scale_f16x2(r[1], s, 2);
+              b[5] = scale_f16x2(r[2], s, 2);
+              b[7] = scale_f16x2(r[3], s, 2);
+            };
+            pair(w[0], w[1], s01, b0);
+            pair(w[2], w[3], s23, b1);
+#pragma unroll
+            for (uint32_t j = 0; j < 8; ++j) mma_f16(oacc[k][j], a, b0[j], b1[j]);
+          }
         }
       }
     }
@@ -862,7 +1157,7 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
 #pragma unroll
         for (uint32_t k = 0; k < kOutGroups; ++k)
 #pragma unroll
-          for (uint32_t j = 0; j < 4; ++j) {
+          for (uint32_t j = 0; j < kNtOut; ++j) {
             oacc[k][j][2 * hi] *= w;
             oacc[k][j][2 * hi + 1] *= w;
           }
@@ -870,17 +1165,25 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
   }
   if constexpr (kTeams > 1) {
     static_assert(kTeams == 2, "one hand-over buffer");
-    // [accumulator][team thread], below stage 0's flags and mbarriers.
+    // [accumulator][team thread], below stage 0's flags and mbarriers
+    // (NVFP4: the first half in stage 0's rows, the second in stage 1's).
+    constexpr uint32_t kAccs = kOutGroups * kNtOut * 4, kHalf = kAccs / 2;
     static_assert(kOutGroups * 16 * kTeamThreads * sizeof(float) <= kTile * kPitchK);
+    static_assert(kHalf * kTeamThreads * sizeof(float) <= contract::nvfp4_rows_bytes(kNvRow));
     float* handover = reinterpret_cast<float*>(stages);
+    // NVFP4: accumulators from kHalf on in stage 1's rows (two teams: two
+    // stages or more).
+    float* const handover_hi = reinterpret_cast<float*>(stages + sbytes) - kHalf * kTeamThreads;
     if (team == 1) {
 #pragma unroll
       for (uint32_t k = 0; k < kOutGroups; ++k)
 #pragma unroll
-        for (uint32_t j = 0; j < 4; ++j)
+        for (uint32_t j = 0; j < kNtOut; ++j)
 #pragma unroll
-          for (uint32_t e = 0; e < 4; ++e)
-            handover[((k * 4 + j) * 4 + e) * kTeamThreads + ttid] = oacc[k][j][e];
+          for (uint32_t e = 0; e < 4; ++e) {
+            const uint32_t a = (k * kNtOut + j) * 4 + e;
+            (!kNv || a < kHalf ? handover : handover_hi)[a * kTeamThreads + ttid] = oacc[k][j][e];
+          }
       mbar_arrive(accs);
       return;
     }
@@ -888,10 +1191,12 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
 #pragma unroll
     for (uint32_t k = 0; k < kOutGroups; ++k)
 #pragma unroll
-      for (uint32_t j = 0; j < 4; ++j)
+      for (uint32_t j = 0; j < kNtOut; ++j)
 #pragma unroll
-        for (uint32_t e = 0; e < 4; ++e)
-          oacc[k][j][e] += handover[((k * 4 + j) * 4 + e) * kTeamThreads + ttid];
+        for (uint32_t e = 0; e < 4; ++e) {
+          const uint32_t a = (k * kNtOut + j) * 4 + e;
+          oacc[k][j][e] += (!kNv || a < kHalf ? handover : handover_hi)[a * kTeamThreads + ttid];
+        }
   }
 #pragma unroll
   for (uint32_t hi = 0; hi < 2; ++hi) {
@@ -916,34 +1221,49 @@ __device__ __forceinline__ void decode(const Params& p, uint8_t* smem, uint32_t 
     }
 #pragma unroll
     for (uint32_t k = 0; k < kOutGroups; ++k) {
-      const uint32_t d0 = 32 * (tw + kTeamWarps * k) + 8 * t;  // 8 dims from here
-      float v[8];
+      // Lane t holds columns 2t and 2t + 1 of each n-tile: 2 kNtOut dims
+      // from d0, the first kNtOut from column 2t.
+      constexpr uint32_t kDims = 2 * kNtOut;
+      const uint32_t d0 = 8 * kNtOut * (tw + kTeamWarps * k) + kDims * t;
+      float v[kDims];
 #pragma unroll
-      for (uint32_t j = 0; j < 4; ++j) {
+      for (uint32_t j = 0; j < kNtOut; ++j) {
         v[j] = oacc[k][j][2 * hi] * scale;
-        v[4 + j] = oacc[k][j][2 * hi + 1] * scale;
+        v[kNtOut + j] = oacc[k][j][2 * hi + 1] * scale;
       }
       if (!p.split) {
-        uint4 packed;
-        uint32_t* pw = &packed.x;
 #pragma unroll
-        for (uint32_t j = 0; j < 4; ++j) pw[j] = pack_bf16(v[2 * j], v[2 * j + 1]);
-        *reinterpret_cast<uint4*>(p.o + out_row * kDv + d0) = packed;
+        for (uint32_t x = 0; x < kDims / 8; ++x) {
+          uint4 packed;
+          uint32_t* pw = &packed.x;
+#pragma unroll
+          for (uint32_t j = 0; j < 4; ++j)
+            pw[j] = pack_bf16(v[8 * x + 2 * j], v[8 * x + 2 * j + 1]);
+          *reinterpret_cast<uint4*>(p.o + out_row * kDv + d0 + 8 * x) = packed;
+        }
       } else {
         float* dst = p.part_acc + (out_row * cta.splits + cta.split) * kDv + d0;
-        *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-        *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+#pragma unroll
+        for (uint32_t x = 0; x < kDims / 4; ++x)
+          *reinterpret_cast<float4*>(dst + 4 * x) =
+              make_float4(v[4 * x], v[4 * x + 1], v[4 * x + 2], v[4 * x + 3]);
       }
     }
   }
 }
 
 // The shapes the tiled kernel takes; the op checks the same before choosing it.
+template <Format kFmt>
 __device__ __forceinline__ bool shape_ok(const Params& p) {
   if (blockDim.x != kStagingThreads || p.num_kv_heads == 0 || p.num_q_heads % p.num_kv_heads != 0 ||
       p.block_size == 0 || p.kv_cache_dim != kDim || p.q_head_dim == 0 || p.q_head_dim % 16 != 0 ||
       p.q_head_dim > kDim || p.cache_stride % 16 != 0)
     return false;
+  // NVFP4: data rows 16-byte aligned (288 bytes a row, blocks a multiple of
+  // 16 apart), scale rows 4-byte aligned.
+  if constexpr (kFmt == Format::kNvfp4) {
+    if (p.data_section % 4 != 0) return false;
+  }
   const uint32_t group = p.num_q_heads / p.num_kv_heads;
   return gridDim.x == p.num_kv_heads * ((group + kRows - 1) / kRows);
 }
@@ -953,19 +1273,91 @@ __device__ __forceinline__ bool shape_ok(const Params& p) {
 // op may give the tiled kernel all the device allows.
 extern __shared__ __align__(128) uint8_t smem[];
 
+template <Format kFmt>
 __device__ __forceinline__ void run(const Params& p) {
-  if (!shape_ok(p)) return;
+  if (!shape_ok<kFmt>(p)) return;
   // As many stages as the given shared memory holds, two teams where two
   // stages fit beside their state (the op passes what it chose).
-  const uint32_t given = dynamic_smem_bytes(), sbytes = stage_bytes(p.v_cache == p.k_cache);
+  const uint32_t given = dynamic_smem_bytes(), sbytes = stage_bytes<kFmt>(p.v_cache == p.k_cache);
   auto stages_with = [&](uint32_t fixed) { return given < fixed ? 0u : (given - fixed) / sbytes; };
   const uint32_t two_teams = stages_with(sizeof(Fixed<2>));
-  if (two_teams >= 2) return decode<2>(p, smem, two_teams);
+  if (two_teams >= 2) return decode<kFmt, 2>(p, smem, two_teams);
   const uint32_t one_team = stages_with(sizeof(Fixed<1>));
-  if (one_team >= 2) return decode<1>(p, smem, one_team);
+  if (one_team >= 2) return decode<kFmt, 1>(p, smem, one_team);
 }
 
 }  // namespace tiled
+
+// Decode over an NVFP4 cache: a block is block_stride_bytes long, its first
+// data_section_bytes hold the E2M1 values two to a byte (even index in the
+// low nibble), then one E4M3 scale per 16 consecutive values. Two
+// geometries, told apart by the block, as for mla_paged_decode_fp8: the
+// tiled one (block 320, grid (num_kv_heads * ceil(group / 16), num_seqs),
+// the stages in dynamic shared memory) and one CTA per (query head,
+// sequence) (block 256, grid (num_q_heads, num_seqs)) for shapes the tiled
+// kernel does not take. The per-head scratch is static shared memory (4352
+// bytes, part of every launch's share).
+extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)
+    mla_paged_decode_nvfp4(const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
+                           const uint8_t* __restrict__ v_cache, __nv_bfloat16* __restrict__ o,
+                           const int32_t* __restrict__ block_tables,
+                           const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq,
+                           uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t q_head_dim,
+                           uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d,
+                           uint64_t block_stride_bytes, uint64_t data_section_bytes) {
+  if (blockDim.x == tiled::kStagingThreads) {
+    if (gridDim.z != 1) return;
+    return tiled::run<tiled::Format::kNvfp4>(
+        {q, k_cache, v_cache, block_tables, seq_lens, nullptr, nullptr, o, nullptr, nullptr,
+         max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size,
+         inv_sqrt_d, tiled::kE2m1Unit, tiled::kE2m1Unit, block_stride_bytes, 0, 0, false,
+         data_section_bytes});
+  }
+  if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size) ||
+      kv_cache_dim % 16 != 0)
+    return;
+  const DecodeCta cta(block_tables, seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads,
+                      kv_cache_dim, block_size, 0);
+  const uint32_t dv = kv_cache_dim - kRopeDim;
+  auto block_of = [&](uint32_t u) { return cta.table[(cta.t0 + u) / block_size]; };
+  auto read = [&](const uint8_t* cache, uint32_t u, uint32_t d) {
+    const uint8_t* base = cache + uint64_t(block_of(u)) * block_stride_bytes;
+    const uint64_t i = cta.index_in_block(cta.t0 + u, kv_cache_dim, block_size) + d;
+    const uint32_t byte = base[i / 2];
+    const float scale = fp8_value(base[data_section_bytes + i / 16]);
+    return e2m1_value(i % 2 ? byte >> 4 : byte & 0xfu) * scale;
+  };
+  __shared__ AttendScratch scratch;
+  attend(
+      scratch, cta.q_row(q, num_q_heads, q_head_dim), q_head_dim, dv, cta.len - cta.t0, inv_sqrt_d,
+      nullptr, cta.head, cta.o_row(o, num_q_heads, dv),
+      [&](uint32_t u) { return block_of(u) >= 0; },
+      [&](uint32_t u, uint32_t d) { return read(k_cache, u, d); },
+      [&](uint32_t u, uint32_t d) { return read(v_cache, u, d); });
+}
+
+// Split-KV form of the tiled NVFP4 kernel, as mla_paged_decode_fp8_split is
+// of the fp8 one: grid (num_kv_heads * ceil(group / 16), num_seqs,
+// num_splits), dynamic shared memory as for the one-pass tiled launch. Split
+// z takes whole 64-token tiles, ceil(tiles / num_splits) of them, and writes
+// for each of its heads the unnormalised output to
+// part_acc[seq][head][z][kv_cache_dim - 64] (f32) and (max, sum) of its
+// base-2 scores to part_ml[seq][head][z][2]; mla_decode_combine merges them
+// into o.
+extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)
+    mla_paged_decode_nvfp4_split(
+        const __nv_bfloat16* __restrict__ q, const uint8_t* __restrict__ k_cache,
+        const uint8_t* __restrict__ v_cache, float* __restrict__ part_acc,
+        float* __restrict__ part_ml, const int32_t* __restrict__ block_tables,
+        const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads,
+        uint32_t num_kv_heads, uint32_t q_head_dim, uint32_t kv_cache_dim, uint32_t block_size,
+        float inv_sqrt_d, uint64_t block_stride_bytes, uint64_t data_section_bytes) {
+  tiled::run<tiled::Format::kNvfp4>(
+      {q, k_cache, v_cache, block_tables, seq_lens, nullptr, nullptr, nullptr, part_acc, part_ml,
+       max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size,
+       inv_sqrt_d, tiled::kE2m1Unit, tiled::kE2m1Unit, block_stride_bytes, 0, 0, true,
+       data_section_bytes});
+}
 
 // Decode over an FP8 E4M3 cache (K = fp8 * k_scale, V = fp8 * v_scale,
 // cache_stride bytes per block), with a sliding window, optional per-head
@@ -988,10 +1380,10 @@ extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1)
                          const uint8_t* __restrict__ comp_pool, uint32_t comp_block_count) {
   if (blockDim.x == tiled::kStagingThreads) {
     if (gridDim.z != 1) return;
-    return tiled::run({q, k_cache, v_cache, block_tables, seq_lens, sinks, comp_pool, o, nullptr,
-                       nullptr, max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim,
-                       kv_cache_dim, block_size, inv_sqrt_d, k_scale, v_scale, cache_stride,
-                       sliding_window, comp_block_count, false});
+    return tiled::run<tiled::Format::kFp8>(
+        {q, k_cache, v_cache, block_tables, seq_lens, sinks, comp_pool, o, nullptr, nullptr,
+         max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size,
+         inv_sqrt_d, k_scale, v_scale, cache_stride, sliding_window, comp_block_count, false});
   }
   if (!decode_shape_ok(num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size) ||
       tiled::dynamic_smem_bytes() < sizeof(AttendScratch))
@@ -1032,10 +1424,10 @@ extern "C" __global__ void __launch_bounds__(tiled::kStagingThreads, 1) mla_page
     uint32_t kv_cache_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale,
     uint64_t cache_stride, uint32_t sliding_window, const uint8_t* __restrict__ comp_pool,
     uint32_t comp_block_count) {
-  tiled::run({q, k_cache, v_cache, block_tables, seq_lens, nullptr, comp_pool, nullptr, part_acc,
-              part_ml, max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim,
-              block_size, inv_sqrt_d, k_scale, v_scale, cache_stride, sliding_window,
-              comp_block_count, true});
+  tiled::run<tiled::Format::kFp8>(
+      {q, k_cache, v_cache, block_tables, seq_lens, nullptr, comp_pool, nullptr, part_acc, part_ml,
+       max_blocks_per_seq, num_q_heads, num_kv_heads, q_head_dim, kv_cache_dim, block_size,
+       inv_sqrt_d, k_scale, v_scale, cache_stride, sliding_window, comp_block_count, true});
 }
 
 // o[seq][head] = (sum_z 2^(m_z - M) acc_z) / (sum_z 2^(m_z - M) l_z + 2^(sink - M))

@@ -29,42 +29,63 @@ __device__ __forceinline__ float2 rope_cos_sin(uint32_t i, uint32_t rope_dim, ui
   return make_float2(float(cos(angle)), float(sin(angle)));
 }
 
-// Pair i of rotate-half RoPE, in f32 without fused multiply-adds, so the
-// reference can reproduce it.
-__device__ __forceinline__ void rope_rotate_pair(float* x, uint32_t half, uint32_t i, float2 cs) {
-  const float a = x[i], b = x[i + half];
-  x[i] = __fsub_rn(__fmul_rn(a, cs.x), __fmul_rn(b, cs.y));
-  x[i + half] = __fadd_rn(__fmul_rn(b, cs.x), __fmul_rn(a, cs.y));
+// Rotate-half RoPE of the pair (a, b) = (x[i], x[i + half]), in f32 without
+// fused multiply-adds, so the reference can reproduce it.
+__device__ __forceinline__ float2 rope_rotate(float a, float b, float2 cs) {
+  return make_float2(__fsub_rn(__fmul_rn(a, cs.x), __fmul_rn(b, cs.y)),
+                     __fadd_rn(__fmul_rn(b, cs.x), __fmul_rn(a, cs.y)));
 }
 
 // Pairs whose (cos, sin) a CTA computes at once: the angles are the same
 // for every head, so the CTA's threads compute them side by side (f64
-// transcendentals are long) and every thread then rotates its head's pairs.
+// transcendentals are long).
 constexpr uint32_t kRopeTablePairs = 256;
+// (head, pair) items a thread loads before it stores any: the loads of
+// different items are then in flight together.
+constexpr uint32_t kRopeItemsInFlight = 4;
 
 }  // namespace
 
 // q, k: f32[heads][nope_dim + rope_dim]. use_nope != 0: nothing changes
 // (NoPE). Otherwise each head's dims [nope_dim, nope_dim + rope_dim) of q and
-// k are rotated in place. Grid (ceil(heads / 128)), block 128: one thread per
-// head.
+// k are rotated in place. Grid (ceil(heads / 128)), block 128: CTA x rotates
+// heads [128x, 128x + 128), its threads spread over the (head, pair) items.
 extern "C" __global__ void k3_mla_maybe_rope_f32(float* __restrict__ q, float* __restrict__ k,
                                                  uint32_t heads, uint32_t nope_dim,
                                                  uint32_t rope_dim, uint32_t pos, float theta,
                                                  uint32_t use_nope) {
   __shared__ float2 table[kRopeTablePairs];
   if (use_nope != 0 || rope_dim % 2 != 0) return;  // uniform: before any barrier
-  const uint32_t h = blockIdx.x * blockDim.x + threadIdx.x, half = rope_dim / 2;
-  const uint64_t base = uint64_t{h} * (nope_dim + rope_dim) + nope_dim;
+  const uint32_t half = rope_dim / 2, h0 = blockIdx.x * blockDim.x;
+  const uint32_t cta_heads = h0 < heads ? min(blockDim.x, heads - h0) : 0;
+  const uint64_t row = uint64_t{nope_dim} + rope_dim;
   for (uint32_t i0 = 0; i0 < half; i0 += kRopeTablePairs) {
     const uint32_t n = min(kRopeTablePairs, half - i0);
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
       table[j] = rope_cos_sin(i0 + j, rope_dim, pos, theta);
     __syncthreads();
-    if (h < heads) {
-      for (uint32_t j = 0; j < n; ++j) {
-        rope_rotate_pair(q + base, half, i0 + j, table[j]);
-        rope_rotate_pair(k + base, half, i0 + j, table[j]);
+    const uint32_t items = cta_heads * n;  // item = head * n + pair
+    for (uint32_t first = threadIdx.x; first < items; first += kRopeItemsInFlight * blockDim.x) {
+      float2 qv[kRopeItemsInFlight], kv[kRopeItemsInFlight];
+      uint64_t at[kRopeItemsInFlight];
+      uint32_t pair[kRopeItemsInFlight];
+#pragma unroll
+      for (uint32_t u = 0; u < kRopeItemsInFlight; ++u) {
+        const uint32_t it = min(first + u * blockDim.x, items - 1);  // a repeat is harmless
+        pair[u] = it % n;
+        at[u] = (h0 + it / n) * row + nope_dim + i0 + pair[u];
+        qv[u] = make_float2(q[at[u]], q[at[u] + half]);
+        kv[u] = make_float2(k[at[u]], k[at[u] + half]);
+      }
+#pragma unroll
+      for (uint32_t u = 0; u < kRopeItemsInFlight; ++u) {
+        if (first + u * blockDim.x >= items) continue;
+        const float2 qr = rope_rotate(qv[u].x, qv[u].y, table[pair[u]]);
+        const float2 kr = rope_rotate(kv[u].x, kv[u].y, table[pair[u]]);
+        q[at[u]] = qr.x;
+        q[at[u] + half] = qr.y;
+        k[at[u]] = kr.x;
+        k[at[u] + half] = kr.y;
       }
     }
     __syncthreads();  // the table is written again for the next pairs

@@ -55,8 +55,8 @@ struct MlaDecodeShape {
   bool nvfp4 = false;
   uint64_t block_stride_bytes = 0;
   uint64_t data_section_bytes = 0;
-  // fp8 split entry: > 0, partials at arguments 3 and 4, every later
-  // argument one further on.
+  // split entries: > 0, partials at arguments 3 and 4, every later argument
+  // one further on.
   uint32_t num_splits = 0;
 
   uint64_t row() const { return uint64_t{num_kv_heads} * kv_cache_dim; }
@@ -68,18 +68,15 @@ absl::Status check_decode_shape(const Launch& l, const MlaDecodeShape& s) {
     return invalid_launch(l, absl::StrFormat("num_q_heads %d must be a positive multiple of "
                                              "num_kv_heads %d",
                                              s.num_q_heads, s.num_kv_heads));
-  // One CTA per query head, or (fp8) the tiled geometry: 16 query heads of
-  // one KV head per CTA, splits along z.
+  // One CTA per query head, or the tiled geometry: 16 query heads of one KV
+  // head per CTA, splits along z.
   const uint32_t group = s.num_q_heads / s.num_kv_heads;
   const uint32_t tiled_x = s.num_kv_heads * ((group + kTiledRows - 1) / kTiledRows);
-  const bool tiled = !s.nvfp4 && l.grid()[0] == tiled_x;
+  const bool tiled = l.grid()[0] == tiled_x;
   if (l.grid()[0] != s.num_q_heads && !tiled)
-    return invalid_launch(l, absl::StrFormat("grid.x %d must equal num_q_heads %d%s", l.grid()[0],
-                                             s.num_q_heads,
-                                             s.nvfp4 ? std::string()
-                                                     : absl::StrFormat(" or num_kv_heads * "
-                                                                       "ceil(group / 16) = %d",
-                                                                       tiled_x)));
+    return invalid_launch(l, absl::StrFormat("grid.x %d must equal num_q_heads %d or "
+                                             "num_kv_heads * ceil(group / 16) = %d",
+                                             l.grid()[0], s.num_q_heads, tiled_x));
   if (s.num_splits > 0 && !tiled)
     return invalid_launch(l, absl::StrFormat("a split launch has the tiled grid.x %d (got %d)",
                                              tiled_x, l.grid()[0]));
@@ -113,8 +110,8 @@ absl::Status check_decode_shape(const Launch& l, const MlaDecodeShape& s) {
 
 // Decode per the contract. Arguments 0..5 are q, k_cache, v_cache, o,
 // block_tables, seq_lens in both one-pass entries; the fp8 entry's sinks and
-// comp_pool are arguments 17 and 18. The split entry has part_acc, part_ml
-// at 3 and 4, no sinks, comp_pool at 18.
+// comp_pool are arguments 17 and 18. The split entries have part_acc,
+// part_ml at 3 and 4 and no sinks; the fp8 one has comp_pool at 18.
 absl::Status mla_decode(const Launch& l, const MlaDecodeShape& s) {
   if (s.num_seqs == 0) return absl::OkStatus();
   if (absl::Status st = check_decode_shape(l, s); !st.ok()) return st;
@@ -379,6 +376,16 @@ SPARKRT_REFERENCE_KERNEL(mla, mla_paged_decode_nvfp4) {
   s.nvfp4 = true;
   s.block_stride_bytes = launch.value<uint64_t>(13);
   s.data_section_bytes = launch.value<uint64_t>(14);
+  return mla_decode(launch, s);
+}
+
+SPARKRT_REFERENCE_KERNEL(mla, mla_paged_decode_nvfp4_split) {
+  using namespace sparkrt::reference;
+  MlaDecodeShape s = common_decode_shape(launch, 7);
+  s.nvfp4 = true;
+  s.block_stride_bytes = launch.value<uint64_t>(14);
+  s.data_section_bytes = launch.value<uint64_t>(15);
+  s.num_splits = launch.grid()[2];
   return mla_decode(launch, s);
 }
 

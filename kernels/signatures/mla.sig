@@ -69,7 +69,31 @@
 	.param .u64 mla_paged_decode_nvfp4_param_13,
 	.param .u64 mla_paged_decode_nvfp4_param_14
 )
-.maxntid 256, 1, 1
+.maxntid 320, 1, 1
+.minnctapersm 1
+{
+}
+
+.visible .entry mla_paged_decode_nvfp4_split(
+	.param .u64 mla_paged_decode_nvfp4_split_param_0,
+	.param .u64 mla_paged_decode_nvfp4_split_param_1,
+	.param .u64 mla_paged_decode_nvfp4_split_param_2,
+	.param .u64 mla_paged_decode_nvfp4_split_param_3,
+	.param .u64 mla_paged_decode_nvfp4_split_param_4,
+	.param .u64 mla_paged_decode_nvfp4_split_param_5,
+	.param .u64 mla_paged_decode_nvfp4_split_param_6,
+	.param .u32 mla_paged_decode_nvfp4_split_param_7,
+	.param .u32 mla_paged_decode_nvfp4_split_param_8,
+	.param .u32 mla_paged_decode_nvfp4_split_param_9,
+	.param .u32 mla_paged_decode_nvfp4_split_param_10,
+	.param .u32 mla_paged_decode_nvfp4_split_param_11,
+	.param .u32 mla_paged_decode_nvfp4_split_param_12,
+	.param .f32 mla_paged_decode_nvfp4_split_param_13,
+	.param .u64 mla_paged_decode_nvfp4_split_param_14,
+	.param .u64 mla_paged_decode_nvfp4_split_param_15
+)
+.maxntid 320, 1, 1
+.minnctapersm 1
 {
 }
 

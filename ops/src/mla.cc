@@ -78,6 +78,7 @@ absl::StatusOr<MlaKernels> MlaKernels::resolve(Device& dev) {
       {contract::mla::kModule, "mla_q_rope_writeback", &k.mla_q_rope_writeback},
       {contract::mla::kModule, "mla_cache_assemble", &k.mla_cache_assemble},
       {contract::mla::kModule, "mla_paged_decode_nvfp4", &k.mla_paged_decode_nvfp4},
+      {contract::mla::kModule, "mla_paged_decode_nvfp4_split", &k.mla_paged_decode_nvfp4_split},
       {contract::mla::kModule, "mla_paged_decode_fp8", &k.mla_paged_decode_fp8},
       {contract::mla::kModule, "mla_paged_decode_fp8_split", &k.mla_paged_decode_fp8_split},
       {contract::mla::kModule, "mla_decode_combine", &k.mla_decode_combine},
@@ -180,39 +181,10 @@ MlaNvfp4BlockLayout mla_nvfp4_block_layout(uint32_t block_size, uint32_t num_kv_
   return layout;
 }
 
-absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
-                                    const MlaPagedDecodeNvfp4Args& a, Stream stream) {
-  if (a.num_seqs == 0) return absl::OkStatus();
-  constexpr std::string_view op = "mla_paged_decode_nvfp4";
-  SPARKRT_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
-                                           a.q_head_dim, a.kv_cache_dim, a.block_size));
-  if (a.kv_cache_dim % 16 != 0) {
-    return invalid(op, absl::StrFormat("kv_cache_dim %d must be a multiple of 16 (one E4M3 "
-                                       "scale per 16 values)",
-                                       a.kv_cache_dim));
-  }
-  const uint64_t values = uint64_t{a.block_size} * a.num_kv_heads * a.kv_cache_dim;
-  if (a.data_section_bytes < values / 2 ||
-      a.block_stride_bytes < a.data_section_bytes + values / 16) {
-    return invalid(
-        op, absl::StrFormat("a block of %d values needs data_section_bytes >= %d (got %d) and "
-                            "block_stride_bytes >= data_section_bytes + %d scale bytes (got %d); "
-                            "mla_nvfp4_block_layout() gives a packed layout",
-                            values, values / 2, a.data_section_bytes, values / 16,
-                            a.block_stride_bytes));
-  }
-  KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
-  return decode_head(launch.grid({a.num_q_heads, a.num_seqs}).block({contract::mla::kThreads}), a,
-                     {a.o})
-      .arg(a.block_stride_bytes)
-      .arg(a.data_section_bytes)
-      .launch(stream);
-}
-
 namespace {
 
 // The tiled decode's shared memory is the contract's layout
-// (contract::mla::tiled_fixed_bytes, tiled_stage_bytes).
+// (contract::mla::tiled_fixed_bytes, tiled_stage_bytes, tiled_nvfp4_stage_bytes).
 // A fifth stage fits an H200 but is slower (docs/benchmark-notes.md, "Score loop and stages").
 constexpr uint32_t kMlaTiledMaxStages = 4;
 struct TiledLayout {
@@ -260,23 +232,88 @@ bool tiled_shape(const MlaPagedDecodeFp8Args& a) {
                        a.cache_stride % 16 == 0;
   return aligned && a.kv_cache_dim == contract::mla::kCacheDim && a.q_head_dim % 16 == 0;
 }
+// NVFP4: a token's data row (288 bytes) is 16-byte aligned when the blocks
+// are; its 36 scale bytes need only 4-byte alignment (the kernel copies them
+// a word at a time).
+bool tiled_shape(const MlaPagedDecodeNvfp4Args& a) {
+  const bool aligned = a.k_cache.addr % 16 == 0 && a.v_cache.addr % 16 == 0 &&
+                       a.o.addr % 16 == 0 && a.block_stride_bytes % 16 == 0 &&
+                       a.data_section_bytes % 4 == 0;
+  return aligned && a.kv_cache_dim == contract::mla::kCacheDim && a.q_head_dim % 16 == 0;
+}
 
-// The shared memory of the tiled kernel for these arguments on this device;
-// 0: the tiled kernel does not take them. Two teams of consumer warps overlap
-// one tile's softmax with another's products; every stage beyond the two the
-// teams read keeps more copies in flight. On 99 KB parts one team with two
-// stages is what fits.
-uint32_t tiled_shared_bytes(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
-  if (!tiled_shape(a)) return 0;
-  const uint32_t stage = contract::mla::tiled_stage_bytes(a.v_cache != a.k_cache);
+// The shared memory of the tiled kernel with stages of `stage` bytes on this
+// device, beside `static_bytes` of the entry's static shared memory; 0: no
+// layout fits. Two teams of consumer warps overlap one tile's softmax with
+// another's products; every stage beyond the two the teams read keeps more
+// copies in flight. On 99 KB parts one team with two stages is what fits
+// for fp8.
+uint32_t tiled_shared_bytes(const DeviceProperties& props, uint32_t stage,
+                            uint32_t static_bytes = 0) {
+  const uint32_t optin = props.max_shared_memory_per_block_optin;
+  const uint32_t budget = optin > static_bytes ? optin - static_bytes : 0;
   for (uint32_t teams : {2u, 1u}) {
     const uint32_t fixed = contract::mla::tiled_fixed_bytes(teams);
-    if (props.max_shared_memory_per_block_optin < fixed + 2 * stage) continue;
-    const uint32_t stages =
-        std::min(kMlaTiledMaxStages, (props.max_shared_memory_per_block_optin - fixed) / stage);
+    if (budget < fixed + 2 * stage) continue;
+    const uint32_t stages = std::min(kMlaTiledMaxStages, (budget - fixed) / stage);
     return fixed + stages * stage;
   }
   return 0;
+}
+uint32_t tiled_shared_bytes(const DeviceProperties& props, const MlaPagedDecodeFp8Args& a) {
+  if (!tiled_shape(a)) return 0;
+  return tiled_shared_bytes(props, contract::mla::tiled_stage_bytes(a.v_cache != a.k_cache));
+}
+// The NVFP4 one-pass entry's static scratch counts against the same limit.
+uint32_t tiled_shared_bytes(const DeviceProperties& props, const MlaPagedDecodeNvfp4Args& a) {
+  if (!tiled_shape(a)) return 0;
+  return tiled_shared_bytes(props, contract::mla::tiled_nvfp4_stage_bytes(a.v_cache != a.k_cache),
+                            contract::mla::kPerHeadSharedBytes);
+}
+
+// The split count of a tiled plan (1: none): forced (num_splits > 1, which
+// the workspace must hold), or the op's choice where a workspace is given.
+// `tokens` bounds the tokens a sequence attends.
+absl::StatusOr<uint32_t> tiled_splits(std::string_view op, const DeviceProperties& props,
+                                      const Dim3& grid, uint32_t num_seqs, uint32_t num_q_heads,
+                                      uint32_t kv_cache_dim, DevicePtr workspace,
+                                      uint64_t workspace_bytes, uint32_t num_splits,
+                                      uint64_t tokens) {
+  // How many splits the workspace has room for.
+  const bool aligned_ws = workspace.addr % 16 == 0;
+  uint32_t room = 0;
+  if (!workspace.is_null() && aligned_ws) {
+    for (uint32_t n = kMlaMaxDecodeSplits; n >= 2 && room == 0; --n)
+      if (mla_decode_workspace_bytes(num_seqs, num_q_heads, kv_cache_dim, n) <= workspace_bytes)
+        room = n;
+  }
+  if (num_splits > 1) {
+    if (num_splits > kMlaMaxDecodeSplits) {
+      return invalid(op, absl::StrFormat("num_splits %d is above the most the op supports (%d)",
+                                         num_splits, kMlaMaxDecodeSplits));
+    }
+    if (num_splits > room) {
+      return invalid(
+          op, absl::StrFormat("num_splits %d needs a 16-byte aligned workspace of %d bytes; got "
+                              "%d bytes at %#x (size it with mla_decode_workspace_bytes)",
+                              num_splits,
+                              mla_decode_workspace_bytes(num_seqs, num_q_heads, kv_cache_dim,
+                                                         num_splits),
+                              workspace_bytes, workspace.addr));
+    }
+    return num_splits;
+  }
+  if (num_splits == 1 || room == 0) return 1u;
+  // Split only what fills at most half of the device (one tiled CTA per
+  // multiprocessor: its shared memory), into as many splits as keep it
+  // within one wave, each at least kMlaMinTilesPerSplit tiles of the longest
+  // sequence the block table (or the window) allows.
+  const uint64_t ctas = uint64_t{grid.x} * num_seqs;
+  const uint64_t slots = props.multiprocessor_count;
+  if (ctas * 2 > slots) return 1u;
+  const uint64_t by_length = tokens / (uint64_t{contract::mla::kTile} * kMlaMinTilesPerSplit);
+  const uint64_t n = std::min<uint64_t>({slots / ctas, by_length, room});
+  return n >= 2 ? static_cast<uint32_t>(n) : 1u;
 }
 
 }  // namespace
@@ -325,51 +362,14 @@ absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
   plan.shared_mem = shared_mem;
   const uint32_t group = a.num_q_heads / a.num_kv_heads;
   plan.grid = {a.num_kv_heads * div_ceil(group, contract::mla::kTiledRows), a.num_seqs};
-
-  // How many splits the workspace has room for.
-  const bool aligned_ws = a.workspace.addr % 16 == 0;
-  uint32_t room = 0;
-  if (!a.workspace.is_null() && aligned_ws) {
-    for (uint32_t n = kMlaMaxDecodeSplits; n >= 2 && room == 0; --n)
-      if (mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.kv_cache_dim, n) <=
-          a.workspace_bytes)
-        room = n;
-  }
-  if (a.num_splits > 1) {
-    if (a.num_splits > kMlaMaxDecodeSplits) {
-      return invalid(op, absl::StrFormat("num_splits %d is above the most the op supports (%d)",
-                                         a.num_splits, kMlaMaxDecodeSplits));
-    }
-    if (a.num_splits > room) {
-      return invalid(
-          op, absl::StrFormat("num_splits %d needs a 16-byte aligned workspace of %d bytes; got "
-                              "%d bytes at %#x (size it with mla_decode_workspace_bytes)",
-                              a.num_splits,
-                              mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads,
-                                                         a.kv_cache_dim, a.num_splits),
-                              a.workspace_bytes, a.workspace.addr));
-    }
-    plan.num_splits = a.num_splits;
-    plan.grid.z = a.num_splits;
-    return plan;
-  }
-  if (a.num_splits == 1 || room == 0) return plan;
-  // Split only what fills at most half of the device (one tiled CTA per
-  // multiprocessor: its shared memory), into as many splits as keep it
-  // within one wave, each at least kMlaMinTilesPerSplit tiles of the longest
-  // sequence the block table (or the window) allows.
-  const uint64_t ctas = uint64_t{plan.grid.x} * a.num_seqs;
-  const uint64_t slots = props.multiprocessor_count;
-  if (ctas * 2 > slots) return plan;
   uint64_t tokens = uint64_t{a.max_blocks_per_seq} * a.block_size;
   if (a.sliding_window > 0) tokens = std::min<uint64_t>(tokens, a.sliding_window);
   if (!a.comp_pool.is_null()) tokens += a.comp_block_count;
-  const uint64_t by_length = tokens / (uint64_t{contract::mla::kTile} * kMlaMinTilesPerSplit);
-  const uint64_t n = std::min<uint64_t>({slots / ctas, by_length, room});
-  if (n >= 2) {
-    plan.num_splits = static_cast<uint32_t>(n);
-    plan.grid.z = plan.num_splits;
-  }
+  SPARKRT_ASSIGN_OR_RETURN(plan.num_splits,
+                           tiled_splits(op, props, plan.grid, a.num_seqs, a.num_q_heads,
+                                        a.kv_cache_dim, a.workspace, a.workspace_bytes,
+                                        a.num_splits, tokens));
+  plan.grid.z = plan.num_splits;
   return plan;
 }
 
@@ -413,6 +413,121 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
       .arg(part_ml)
       .arg(a.o)
       .arg(a.sinks)
+      .arg(a.num_q_heads)
+      .arg(dv)
+      .arg(plan->num_splits)
+      .launch(stream);
+}
+
+namespace {
+
+absl::Status check_nvfp4_decode(const MlaPagedDecodeNvfp4Args& a) {
+  constexpr std::string_view op = "mla_paged_decode_nvfp4";
+  SPARKRT_RETURN_IF_ERROR(check_decode(op, a.max_blocks_per_seq, a.num_q_heads, a.num_kv_heads,
+                                           a.q_head_dim, a.kv_cache_dim, a.block_size));
+  if (a.kv_cache_dim % 16 != 0) {
+    return invalid(op, absl::StrFormat("kv_cache_dim %d must be a multiple of 16 (one E4M3 "
+                                       "scale per 16 values)",
+                                       a.kv_cache_dim));
+  }
+  const uint64_t values = uint64_t{a.block_size} * a.num_kv_heads * a.kv_cache_dim;
+  if (a.data_section_bytes < values / 2 ||
+      a.block_stride_bytes < a.data_section_bytes + values / 16) {
+    return invalid(
+        op, absl::StrFormat("a block of %d values needs data_section_bytes >= %d (got %d) and "
+                            "block_stride_bytes >= data_section_bytes + %d scale bytes (got %d); "
+                            "mla_nvfp4_block_layout() gives a packed layout",
+                            values, values / 2, a.data_section_bytes, values / 16,
+                            a.block_stride_bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_nvfp4(const Device& dev,
+                                                           const MlaPagedDecodeNvfp4Args& a) {
+  constexpr std::string_view op = "mla_paged_decode_nvfp4";
+  SPARKRT_RETURN_IF_ERROR(check_nvfp4_decode(a));
+  const DeviceProperties& props = dev.properties();
+  MlaDecodePlan plan;
+  const uint32_t shared_mem = tiled_shared_bytes(props, a);
+  if (shared_mem == 0) {
+    if (a.num_splits > 1 && tiled_shape(a)) {
+      const bool separate_v = a.v_cache != a.k_cache;
+      const uint32_t smallest =
+          contract::mla::tiled_fixed_bytes(kSmallestTiledLayout.teams) +
+          kSmallestTiledLayout.stages * contract::mla::tiled_nvfp4_stage_bytes(separate_v) +
+          contract::mla::kPerHeadSharedBytes;
+      return invalid(
+          op,
+          absl::StrFormat("num_splits %d needs the tiled kernel, which needs %d bytes of shared "
+                          "memory per block for%s (its static scratch included); device '%s' "
+                          "allows %d. Pass num_splits 0 or 1%s",
+                          a.num_splits, smallest,
+                          separate_v ? " a separate V pool" : " its two stages", props.name,
+                          props.max_shared_memory_per_block_optin,
+                          separate_v ? ", or keep V in the K pool (v_cache = k_cache)" : ""));
+    }
+    if (a.num_splits > 1) {
+      return invalid(op, absl::StrFormat(
+                             "num_splits %d needs the tiled kernel: kv_cache_dim %d (got %d), "
+                             "q_head_dim a multiple of 16 (got %d), block_stride_bytes a "
+                             "multiple of 16, data_section_bytes a multiple of 4 and 16-byte "
+                             "aligned k_cache, v_cache and o",
+                             a.num_splits, contract::mla::kCacheDim, a.kv_cache_dim,
+                             a.q_head_dim));
+    }
+    // The per-head scratch is the entry's static shared memory.
+    plan.grid = {a.num_q_heads, a.num_seqs};
+    plan.block = {contract::mla::kThreads};
+    return plan;
+  }
+  plan.tiled = true;
+  plan.block = {contract::mla::kTiledThreads};
+  plan.shared_mem = shared_mem;
+  const uint32_t group = a.num_q_heads / a.num_kv_heads;
+  plan.grid = {a.num_kv_heads * div_ceil(group, contract::mla::kTiledRows), a.num_seqs};
+  SPARKRT_ASSIGN_OR_RETURN(
+      plan.num_splits,
+      tiled_splits(op, props, plan.grid, a.num_seqs, a.num_q_heads, a.kv_cache_dim, a.workspace,
+                   a.workspace_bytes, a.num_splits,
+                   uint64_t{a.max_blocks_per_seq} * a.block_size));
+  plan.grid.z = plan.num_splits;
+  return plan;
+}
+
+absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
+                                    const MlaPagedDecodeNvfp4Args& a, Stream stream) {
+  if (a.num_seqs == 0) return absl::OkStatus();
+  auto plan = plan_mla_paged_decode_nvfp4(dev, a);
+  if (!plan.ok()) return plan.status();
+  if (plan->num_splits == 1) {
+    KernelLaunch launch(dev, k.mla_paged_decode_nvfp4);
+    return decode_head(launch.grid(plan->grid).block(plan->block).shared_mem(plan->shared_mem), a,
+                       {a.o})
+        .arg(a.block_stride_bytes)
+        .arg(a.data_section_bytes)
+        .launch(stream);
+  }
+  const uint32_t dv = a.kv_cache_dim - contract::mla::kRopeDim;
+  const DevicePtr part_acc = a.workspace;
+  const DevicePtr part_ml =
+      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
+  KernelLaunch split(dev, k.mla_paged_decode_nvfp4_split);
+  SPARKRT_RETURN_IF_ERROR(
+      decode_head(split.grid(plan->grid).block(plan->block).shared_mem(plan->shared_mem), a,
+                  {part_acc, part_ml})
+          .arg(a.block_stride_bytes)
+          .arg(a.data_section_bytes)
+          .launch(stream));
+  return KernelLaunch(dev, k.mla_decode_combine)
+      .grid({a.num_q_heads, a.num_seqs})
+      .block({contract::mla::kThreads})
+      .arg(part_acc)
+      .arg(part_ml)
+      .arg(a.o)
+      .arg(DevicePtr{})
       .arg(a.num_q_heads)
       .arg(dv)
       .arg(plan->num_splits)

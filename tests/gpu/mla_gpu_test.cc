@@ -257,10 +257,18 @@ struct DecodeCase {
   uint32_t window = 0;     // fp8 only
   bool sinks = false;      // fp8 only
   uint32_t comp = 0;       // compressed rows per sequence, fp8 only
-  // fp8 only: with a workspace, 0 lets the op split (the cuda side does for
-  // few sequences, the cpu side never); n > 1 forces n splits on both sides.
+  // With a workspace, 0 lets the op split (the cuda side does for few
+  // sequences, the cpu side never); n > 1 forces n splits on both sides.
   bool workspace = false;
   uint32_t splits = 0;
+  // nvfp4: V in the K pool, as MLA stores it (fp8 does so where sinks are on
+  // and there is neither a window nor a compressed pool).
+  bool shared_pool = false;
+  // nvfp4: launch mla_paged_decode_nvfp4_split straight through KernelLaunch
+  // in the tiled geometry with `splits` splits on both sides and compare
+  // every split's partials (the path a backend whose op plans per head, such
+  // as vulkan, otherwise never runs).
+  bool direct_split = false;
 };
 
 std::string describe(const DecodeCase& c) {
@@ -271,7 +279,9 @@ std::string describe(const DecodeCase& c) {
          " kv_cache_dim " + std::to_string(c.kv_dim) + " block_size " +
          std::to_string(c.block_size) + " window " + std::to_string(c.window) + " sinks " +
          (c.sinks ? "on" : "null") + " comp_block_count " + std::to_string(c.comp) +
-         (c.workspace ? " workspace, splits " + std::to_string(c.splits) : "") + " lens " + lens;
+         (c.workspace ? " workspace, splits " + std::to_string(c.splits) : "") +
+         (c.nvfp4 && c.shared_pool ? " V in the K pool" : "") +
+         (c.direct_split ? " (direct split launch)" : "") + " lens " + lens;
 }
 
 void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
@@ -326,12 +336,16 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
     for (auto x : comp_rows) max_v = std::max(max_v, std::fabs(fp8d(x)) * v_scale);
 
   BufferPair q(pair(), random_bf16(gen, size_t{seqs} * c.q_heads * c.q_dim));
-  // K and V in separate pools, except once where V is K itself (as MLA stores it).
-  const bool shared = !c.nvfp4 && c.window == 0 && c.comp == 0 && c.sinks;
+  // K and V in separate pools, except where V is K itself (as MLA stores it).
+  const bool shared = c.nvfp4 ? c.shared_pool : c.window == 0 && c.comp == 0 && c.sinks;
   BufferPair kc(pair(), kp), vc(pair(), vp), tb(pair(), tables), lb(pair(), c.lens),
       sinks(pair(), random_f32(gen, c.q_heads, 0.5f, 4.0f)), comp(pair(), comp_rows);
-  if (shared)
+  if (shared && !c.nvfp4)
     for (auto x : kp) max_v = std::max(max_v, std::fabs(fp8d(x)) * v_scale);
+  if (shared && c.nvfp4)
+    for (uint64_t b = 0; b < pool_blocks; ++b)
+      for (uint64_t i = layout.data_section_bytes; i < stride; ++i)
+        max_v = std::max(max_v, 6.0 * fp8d(kp[b * stride + i]));
   BufferPair out(pair(), size_t{seqs} * c.q_heads * dv * 2);
   out.poison();
   const uint64_t ws_bytes =
@@ -366,16 +380,110 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
             .workspace_bytes = ws_bytes,
             .num_splits = c.splits};
   };
-  if (!c.nvfp4 && c.splits > 1) {
+  auto nvfp4_args = [&](int side) -> ops::MlaPagedDecodeNvfp4Args {
+    return {.q = q.on(side),
+            .k_cache = kc.on(side),
+            .v_cache = shared ? kc.on(side) : vc.on(side),
+            .o = out.on(side),
+            .block_tables = tb.on(side),
+            .seq_lens = lb.on(side),
+            .max_blocks_per_seq = max_blocks,
+            .num_q_heads = c.q_heads,
+            .num_kv_heads = c.kv_heads,
+            .q_head_dim = c.q_dim,
+            .kv_cache_dim = c.kv_dim,
+            .block_size = c.block_size,
+            .inv_sqrt_d = inv_sqrt_d,
+            .block_stride_bytes = layout.block_stride_bytes,
+            .data_section_bytes = layout.data_section_bytes,
+            .num_seqs = seqs,
+            .workspace = c.workspace ? ws.on(side) : DevicePtr{},
+            .workspace_bytes = ws_bytes,
+            .num_splits = c.splits};
+  };
+  if (c.direct_split) {
+    // Tiled geometry, two teams with 2 stages where the device allows it
+    // (CUDA needs them; SPIR-V ignores the dynamic shared memory, and the
+    // launch check wants it within the device's limit).
+    const uint32_t group = c.q_heads / c.kv_heads;
+    const uint32_t two_stages = contract::mla::tiled_fixed_bytes(2) +
+                                2 * contract::mla::tiled_nvfp4_stage_bytes(!shared);
+    const uint64_t parts = uint64_t{seqs} * c.q_heads * c.splits;
+    const uint64_t ml_at = (parts * dv * 4 + 255) / 256 * 256;
+    REQUIRE(ml_at + parts * 8 <= ws_bytes);
+    for (int side = 0; side < 2; ++side) {
+      Side& d = pair().side(side);
+      const uint32_t shared_mem =
+          two_stages <= d.dev->properties().max_shared_memory_per_block_optin ? two_stages : 0;
+      REQUIRE_OK(KernelLaunch(*d.dev, d.k.mla_paged_decode_nvfp4_split)
+                     .grid({c.kv_heads * ((group + 15) / 16), seqs, c.splits})
+                     .block({contract::mla::kTiledThreads})
+                     .shared_mem(shared_mem)
+                     .arg(q.on(side))
+                     .arg(kc.on(side))
+                     .arg(shared ? kc.on(side) : vc.on(side))
+                     .arg(ws.on(side))
+                     .arg(ws.on(side) + ml_at)
+                     .arg(tb.on(side))
+                     .arg(lb.on(side))
+                     .arg(max_blocks)
+                     .arg(c.q_heads)
+                     .arg(c.kv_heads)
+                     .arg(c.q_dim)
+                     .arg(c.kv_dim)
+                     .arg(c.block_size)
+                     .arg(inv_sqrt_d)
+                     .arg(layout.block_stride_bytes)
+                     .arg(layout.data_section_bytes)
+                     .launch());
+    }
+    // Compared at the reference's max: s * 2^(m - m_ref); the same splits
+    // empty, with (-inf, 0) and zeros.
+    const auto g = ws.read<float>(0), r = ws.read<float>(1);
+    size_t bad = 0, first = 0;
+    for (uint64_t z = 0; z < parts; ++z) {
+      const double mg = g[ml_at / 4 + 2 * z], lg = g[ml_at / 4 + 2 * z + 1];
+      const double mr = r[ml_at / 4 + 2 * z], lr = r[ml_at / 4 + 2 * z + 1];
+      bool ok = (lg > 0) == (lr > 0);
+      if (ok && lr > 0) {
+        const double f = std::exp2(mg - mr);
+        ok = std::fabs(lg * f - lr) <= vs_cpu::kSplitSumRel * lr;
+        for (uint32_t d = 0; ok && d < dv; ++d) {
+          const double a = g[z * dv + d] * f, b = r[z * dv + d];
+          ok = std::fabs(a - b) <= vs_cpu::kSplitAcc(b, lr * max_v);
+        }
+      } else if (ok) {
+        ok = mg == -INFINITY && mr == -INFINITY;
+        for (uint32_t d = 0; ok && d < dv; ++d) ok = g[z * dv + d] == 0.0f && r[z * dv + d] == 0.0f;
+      }
+      if (!ok && bad++ == 0) first = z;
+    }
+    INFO(bad << " of " << parts << " split partials differ; first: split " << first % c.splits
+              << " of row " << first / c.splits << ", gpu (max, sum) (" << g[ml_at / 4 + 2 * first]
+              << ", " << g[ml_at / 4 + 2 * first + 1] << ") cpu (" << r[ml_at / 4 + 2 * first]
+              << ", " << r[ml_at / 4 + 2 * first + 1] << ")");
+    CHECK(bad == 0);
+    return;
+  }
+  if (c.splits > 1) {
     // Where the tiled kernel does not fit (SPARKRT_CUDA_SHARED_MEMORY_OPTIN
-    // set to a smaller part's), forced splits are refused and nothing runs.
+    // set to a smaller part's, or lavapipe's 32 KiB), forced splits are
+    // refused and nothing runs.
     Side& d = pair().side(0);
-    auto unsplit = fp8_args(0);
-    unsplit.num_splits = 0;
-    const auto plan = ops::plan_mla_paged_decode_fp8(*d.dev, unsplit);
+    absl::StatusOr<ops::MlaDecodePlan> plan;
+    if (c.nvfp4) {
+      auto unsplit = nvfp4_args(0);
+      unsplit.num_splits = 0;
+      plan = ops::plan_mla_paged_decode_nvfp4(*d.dev, unsplit);
+    } else {
+      auto unsplit = fp8_args(0);
+      unsplit.num_splits = 0;
+      plan = ops::plan_mla_paged_decode_fp8(*d.dev, unsplit);
+    }
     REQUIRE_OK(plan.status());
     if (!plan->tiled) {
-      const absl::Status s = ops::mla_paged_decode_fp8(*d.dev, d.k, fp8_args(0));
+      const absl::Status s = c.nvfp4 ? ops::mla_paged_decode_nvfp4(*d.dev, d.k, nvfp4_args(0))
+                                     : ops::mla_paged_decode_fp8(*d.dev, d.k, fp8_args(0));
       MESSAGE("forced splits refused: " << s.ToString());
       CHECK(s.code() == absl::StatusCode::kInvalidArgument);
       CHECK(std::string(s.message()).find("shared memory") != std::string::npos);
@@ -385,14 +493,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& gen) {
   for (int side = 0; side < 2; ++side) {
     Side& d = pair().side(side);
     if (c.nvfp4) {
-      REQUIRE_OK(ops::mla_paged_decode_nvfp4(
-          *d.dev, d.k,
-          {.q = q.on(side), .k_cache = kc.on(side), .v_cache = vc.on(side), .o = out.on(side),
-           .block_tables = tb.on(side), .seq_lens = lb.on(side), .max_blocks_per_seq = max_blocks,
-           .num_q_heads = c.q_heads, .num_kv_heads = c.kv_heads, .q_head_dim = c.q_dim,
-           .kv_cache_dim = c.kv_dim, .block_size = c.block_size, .inv_sqrt_d = inv_sqrt_d,
-           .block_stride_bytes = layout.block_stride_bytes,
-           .data_section_bytes = layout.data_section_bytes, .num_seqs = seqs}));
+      REQUIRE_OK(ops::mla_paged_decode_nvfp4(*d.dev, d.k, nvfp4_args(side)));
     } else {
       REQUIRE_OK(ops::mla_paged_decode_fp8(*d.dev, d.k, fp8_args(side)));
     }
@@ -495,6 +596,80 @@ TEST_CASE("mla_paged_decode_nvfp4 matches the reference over heads, blocks and d
              gen);
   run_decode({.nvfp4 = true, .q_heads = 16, .kv_heads = 1, .q_dim = 576, .kv_dim = 576,
               .block_size = 64, .lens = {3000}},
+             gen);
+}
+
+// The tiled NVFP4 kernel (the MLA row: kv_cache_dim 576, q_head_dim a
+// multiple of 16) as the fp8 one is tested: V in the K pool and apart, 16 to
+// 128 query heads (ceil(group / 16) CTAs of up to 16 heads), grouped KV
+// heads, latent-only scores, ragged and empty sequences; the tolerance is the
+// fp8 tiled kernel's (docs/kernels.md, "Tiled decode").
+TEST_CASE("mla_paged_decode_nvfp4 tiled matches the reference: pools, heads, groups") {
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  for (uint32_t q_heads : {16u, 40u, 128u})
+    for (bool shared : {true, false}) {
+      const uint32_t block_size = shared ? 64 : 16;
+      const int32_t longer = int32_t(q_heads == 128 ? 300 + gen() % 200 : 600 + gen() % 600);
+      run_decode({.nvfp4 = true, .q_heads = q_heads, .kv_heads = 1,
+                  .q_dim = shared ? 576u : 512u, .kv_dim = 576, .block_size = block_size,
+                  .lens = {0, 1, int32_t(block_size), int32_t(block_size) + 1,
+                           int32_t(2 + gen() % 100), longer},
+                  .shared_pool = shared},
+                 gen);
+    }
+  // Grouped KV heads: 2 of 24 query heads each (two CTAs per KV head, the
+  // second with 8 heads).
+  run_decode({.nvfp4 = true, .q_heads = 48, .kv_heads = 2, .q_dim = 576, .kv_dim = 576,
+              .block_size = 32, .lens = {517, 3, 0}, .shared_pool = true},
+             gen);
+}
+
+TEST_CASE("mla_paged_decode_nvfp4 split-KV matches the reference: forced and automatic splits") {
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  // Few sequences: the op splits on the GPU. Long, ragged and empty ones;
+  // more splits than some sequences have tiles.
+  for (uint32_t splits : {0u, 2u, 5u, 13u})
+    for (uint32_t q_heads : {16u, 128u}) {
+      run_decode({.nvfp4 = true,
+                  .q_heads = q_heads,
+                  .kv_heads = 1,
+                  .q_dim = 576,
+                  .kv_dim = 576,
+                  .block_size = 64,
+                  .lens = {q_heads == 16 ? int32_t(2500 + gen() % 1500)
+                                         : int32_t(700 + gen() % 300),
+                           0, int32_t(1 + gen() % 130)},
+                  .workspace = true,
+                  .splits = splits,
+                  .shared_pool = splits != 5},
+                 gen);
+    }
+  // The op's own split count for one long sequence and for grouped KV heads.
+  run_decode({.nvfp4 = true, .q_heads = 64, .kv_heads = 1, .q_dim = 576, .kv_dim = 576,
+              .block_size = 16, .lens = {4000}, .workspace = true, .shared_pool = true},
+             gen);
+  run_decode({.nvfp4 = true, .q_heads = 40, .kv_heads = 2, .q_dim = 512, .kv_dim = 576,
+              .block_size = 32, .lens = {1500, 77}, .workspace = true},
+             gen);
+}
+
+TEST_CASE("mla_paged_decode_nvfp4_split partials match the reference, launched directly") {
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  // Two CTAs per KV head (16 heads and 4), grouped KV heads, latent-only
+  // scores; ragged and empty sequences, more splits than some have tiles.
+  run_decode({.nvfp4 = true, .q_heads = 20, .kv_heads = 1, .q_dim = 576, .kv_dim = 576,
+              .block_size = 64, .lens = {700, 0, 65, 1}, .workspace = true, .splits = 3,
+              .shared_pool = true, .direct_split = true},
+             gen);
+  run_decode({.nvfp4 = true, .q_heads = 32, .kv_heads = 2, .q_dim = 512, .kv_dim = 576,
+              .block_size = 16, .lens = {300, 129}, .workspace = true, .splits = 4,
+              .shared_pool = true, .direct_split = true},
              gen);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <optional>
 #include <random>
 #include <vector>
@@ -182,7 +183,7 @@ struct DecodeProblem {
   bool sinks_on = false;
   uint32_t n_comp = 0;  // compressed rows per sequence; 0: no pool
   uint32_t stride_pad = 0;
-  uint32_t splits = 0;  // fp8: 0 the op's choice, else forced (with a workspace)
+  uint32_t splits = 0;  // 0: the op's choice, else forced (with a workspace)
 
   uint32_t max_blocks = 0;
   uint64_t stride = 0, data_section = 0;  // bytes per block; NVFP4 data section
@@ -380,6 +381,11 @@ void run_decode(Cpu& c, const DecodeProblem& p) {
     auto a = decode_args<ops::MlaPagedDecodeNvfp4Args>(p, dq, dk, v_cache, dout, dtables, dlens);
     a.block_stride_bytes = p.stride;
     a.data_section_bytes = p.data_section;
+    if (p.splits > 1) {
+      a.workspace = dws.ptr();
+      a.workspace_bytes = ws_bytes;
+      a.num_splits = p.splits;
+    }
     REQUIRE_OK(ops::mla_paged_decode_nvfp4(*c.dev, c.kernels, a));
   }
   const auto got = dout.download<bf16_bits>();
@@ -472,6 +478,114 @@ TEST_CASE("mla cpu: mla_paged_decode_nvfp4, packed and padded blocks") {
                     .shared_pool = true};
     run_decode(c, make_decode(c.gen, p));
   }
+}
+
+TEST_CASE("mla cpu: mla_paged_decode_nvfp4 split-KV partials merged by mla_decode_combine") {
+  Cpu c;
+  INFO("seed ", c.seed);
+  // Up to 5 tiles of 64 tokens: 2 and 3 splits share them, 7 leaves some
+  // splits empty; the empty sequence has only empty splits.
+  for (uint32_t splits : {2u, 3u, 7u})
+    for (bool shared : {false, true}) {
+      CAPTURE(splits);
+      CAPTURE(shared);
+      DecodeProblem p{.enc = Encoding::kNvfp4,
+                      .hq = 20,
+                      .hkv = 1,
+                      .dq = shared ? 576u : 512u,
+                      .block_size = 64,
+                      .lens = {1, 0, 130, 300},
+                      .shared_pool = shared,
+                      .stride_pad = 32,
+                      .splits = splits};
+      run_decode(c, make_decode(c.gen, p));
+    }
+}
+
+TEST_CASE("mla cpu: mla_paged_decode_nvfp4_split partials against float64") {
+  Cpu c;
+  INFO("seed ", c.seed);
+  // Grouped KV heads (2 of 10 query heads each), ragged and empty sequences,
+  // more splits than the longest has tiles; blocks of 16 tokens.
+  const DecodeProblem p = make_decode(c.gen, DecodeProblem{.enc = Encoding::kNvfp4,
+                                                           .hq = 20,
+                                                           .hkv = 2,
+                                                           .block_size = 16,
+                                                           .lens = {200, 0, 1, 64, 65}});
+  const uint32_t n = 5, dv = p.dv(), group = p.hq / p.hkv;
+  Buffer dq(*c.dev, p.q), dtables(*c.dev, p.tables), dlens(*c.dev, p.lens), dk(*c.dev, p.k_pool),
+      dv_pool(*c.dev, p.v_pool);
+  const uint64_t parts = uint64_t{p.seqs()} * p.hq * n;
+  const uint64_t ml_at = (parts * dv * 4 + 255) / 256 * 256;
+  Buffer dws(*c.dev, ops::mla_decode_workspace_bytes(p.seqs(), p.hq, p.dim, n));
+  dws.poison();
+  REQUIRE_OK(sparkrt::KernelLaunch(*c.dev, c.kernels.mla_paged_decode_nvfp4_split)
+                 .grid({p.hkv * ((group + 15) / 16), p.seqs(), n})
+                 .block({320})
+                 .arg(dq.ptr())
+                 .arg(dk.ptr())
+                 .arg(dv_pool.ptr())
+                 .arg(dws.ptr())
+                 .arg(dws.ptr() + ml_at)
+                 .arg(dtables.ptr())
+                 .arg(dlens.ptr())
+                 .arg(p.max_blocks)
+                 .arg(p.hq)
+                 .arg(p.hkv)
+                 .arg(p.dq)
+                 .arg(p.dim)
+                 .arg(p.block_size)
+                 .arg(p.inv_sqrt_d)
+                 .arg(p.stride)
+                 .arg(p.data_section)
+                 .launch());
+  const auto ws = dws.download<float>();
+  double vmax = 0;
+  decode_f64(p, &vmax);
+  uint64_t bad = 0;
+  for (uint32_t s = 0; s < p.seqs(); ++s) {
+    // Split z takes tiles [z per, (z + 1) per) of the sequence's 64-token tiles.
+    const uint32_t len = p.lens[s], per = ((len + 63) / 64 + n - 1) / n;
+    for (uint32_t h = 0; h < p.hq; ++h) {
+      const uint32_t kvh = h / group;
+      for (uint32_t z = 0; z < n; ++z) {
+        const uint32_t b = std::min(len, z * per * 64), e = std::min(len, (z + 1) * per * 64);
+        std::vector<double> x;
+        for (uint32_t t = b; t < e; ++t) {
+          double dot = 0;
+          for (uint32_t d = 0; d < p.dq; ++d)
+            dot += bf16_value(p.q[(uint64_t{s} * p.hq + h) * p.dq + d]) *
+                   p.value(p.k_pool, 1.0, s, t, kvh, d);
+          x.push_back(dot * p.inv_sqrt_d * std::numbers::log2e);
+        }
+        const uint64_t part = (uint64_t{s} * p.hq + h) * n + z;
+        const double m_got = ws[ml_at / 4 + 2 * part], l_got = ws[ml_at / 4 + 2 * part + 1];
+        const float* acc = &ws[part * dv];
+        bool ok = true;
+        if (x.empty()) {
+          ok = m_got == -INFINITY && l_got == 0;
+          for (uint32_t d = 0; d < dv; ++d) ok = ok && acc[d] == 0;
+        } else {
+          const double m = *std::max_element(x.begin(), x.end());
+          double l = 0;
+          for (double xi : x) l += std::exp2(xi - m);
+          const double f = std::exp2(m_got - m);
+          ok = std::fabs(m_got - m) <= vs_float64::kSplitMaxAbs &&
+               std::fabs(l_got * f - l) <= vs_float64::kSplitSumRel * l;
+          for (uint32_t d = 0; ok && d < dv; ++d) {
+            double o = 0;
+            for (uint32_t t = b; t < e; ++t)
+              o += std::exp2(x[t - b] - m) * p.value(p.v_pool, 1.0, s, t, kvh, d);
+            ok = std::fabs(acc[d] * f - o) <= vs_float64::kSplitAcc(o, l * vmax);
+          }
+        }
+        if (!ok && bad++ < 8)
+          FAIL_CHECK("split ", z, " of sequence ", s, " head ", h, " (tokens ", b, "..", e,
+                     "): (max, sum) (", m_got, ", ", l_got, ")");
+      }
+    }
+  }
+  CHECK(bad == 0);
 }
 
 TEST_CASE("mla cpu: decode with bad tables or short buffers is a clear error") {

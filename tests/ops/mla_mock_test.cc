@@ -81,8 +81,9 @@ TEST_CASE("mla mock: MlaKernels::resolve looks each entry up once, in order") {
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"mla", "mla_batched_gemv"},       {"mla", "mla_q_rope_scatter"},
       {"mla", "mla_q_rope_writeback"},   {"mla", "mla_cache_assemble"},
-      {"mla", "mla_paged_decode_nvfp4"}, {"mla", "mla_paged_decode_fp8"},
-      {"mla", "mla_paged_decode_fp8_split"}, {"mla", "mla_decode_combine"},
+      {"mla", "mla_paged_decode_nvfp4"}, {"mla", "mla_paged_decode_nvfp4_split"},
+      {"mla", "mla_paged_decode_fp8"},   {"mla", "mla_paged_decode_fp8_split"},
+      {"mla", "mla_decode_combine"},
   };
   CHECK(m.mock.lookups() == expected);
   CHECK(k.mla_paged_decode_fp8.entry() == "mla_paged_decode_fp8");
@@ -490,7 +491,38 @@ TEST_CASE("mla mock: mla_paged_decode_fp8 refuses what the kernel cannot run") {
   }
 }
 
-TEST_CASE("mla mock: mla_paged_decode_nvfp4") {
+// The scalars after inv_sqrt_d of both NVFP4 entries.
+std::vector<MockArg> nvfp4_tail(const ops::MlaPagedDecodeNvfp4Args& a) {
+  return {MockArg::of(a.block_stride_bytes), MockArg::of(a.data_section_bytes)};
+}
+
+// NVFP4 decode arguments over the MLA row with packed blocks of 64 tokens:
+// the shape the tiled kernel takes.
+ops::MlaPagedDecodeNvfp4Args random_nvfp4_args(MlaMock& f, uint32_t num_kv_heads = 1) {
+  const uint32_t block_size = 64;
+  auto a = random_decode_args<ops::MlaPagedDecodeNvfp4Args>(f, block_size, 576);
+  a.num_kv_heads = num_kv_heads;
+  a.num_q_heads = num_kv_heads * f.u32(1, 40);
+  const ops::MlaNvfp4BlockLayout layout =
+      ops::mla_nvfp4_block_layout(block_size, num_kv_heads, 576);
+  a.data_section_bytes = layout.data_section_bytes;
+  a.block_stride_bytes = layout.block_stride_bytes + 16 * f.u32(0, 4);
+  return a;
+}
+
+// Shared memory of the tiled NVFP4 launch: the fixed part as for fp8, then
+// per stage 64 K rows of 288 bytes with 15 * 32 bytes of skew, 64 * 36 K
+// scale bytes (a separate V pool: 64 rows of 256 bytes, skew, 64 * 36 scale
+// bytes), 96 bytes of flags and barriers. The one-pass entry's 4352 bytes of
+// static scratch count against the device's limit.
+constexpr uint32_t kNvStageSharedV = 64 * 288 + 480 + 64 * 36 + 96;
+constexpr uint32_t kNvStageSeparateV = kNvStageSharedV + 64 * 256 + 480 + 64 * 36;
+static_assert(kNvStageSharedV == 21312 && kNvStageSeparateV == 40480);
+constexpr uint32_t kNvTiledSharedV = 2 * 21184 + 64 + 4 * kNvStageSharedV;
+constexpr uint32_t kNvTiledSeparateV = 2 * 21184 + 64 + 4 * kNvStageSeparateV;
+static_assert(kNvTiledSeparateV + kPerHeadShared <= 232448);
+
+TEST_CASE("mla mock: mla_nvfp4_block_layout packs 16-byte aligned sections") {
   MlaMock f;
   const uint32_t block_size = f.u32(1, 128);
   const ops::MlaNvfp4BlockLayout layout = ops::mla_nvfp4_block_layout(block_size);
@@ -499,24 +531,246 @@ TEST_CASE("mla mock: mla_paged_decode_nvfp4") {
   CHECK(layout.block_stride_bytes >= layout.data_section_bytes + uint64_t{block_size} * 576 / 16);
   CHECK(layout.block_stride_bytes <
         layout.data_section_bytes + uint64_t{block_size} * 576 / 16 + 16);
+}
+
+TEST_CASE("mla mock: mla_paged_decode_nvfp4, tiled: 16 query heads of one KV head per CTA") {
+  MlaMock f;
+  auto a = random_nvfp4_args(f);
+  a.num_seqs = f.u32(9, 16);  // enough CTAs that the op does not split
+  uint32_t shared_mem = kNvTiledSeparateV;
+  SUBCASE("separate V pool: 4 stages fit as well") {}
+  SUBCASE("V is K") {
+    a.v_cache = a.k_cache;
+    shared_mem = kNvTiledSharedV;
+  }
+  SUBCASE("grouped KV heads: ceil(group / 16) CTAs per KV head") { a = random_nvfp4_args(f, 4); }
+  SUBCASE("latent-only scores") { a.q_head_dim = 512; }
+  SUBCASE("a workspace but a single pass asked for") {
+    a.num_seqs = 1;
+    a.workspace = f.fake_ptr();
+    a.workspace_bytes = ops::mla_decode_workspace_bytes(1, a.num_q_heads);
+    a.num_splits = 1;
+  }
+  const uint32_t group = a.num_q_heads / a.num_kv_heads;
+  REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_nvfp4",
+               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{320}, f.stream,
+               decode_launch_args(a, nvfp4_tail(a)), shared_mem);
+  const auto plan = ops::plan_mla_paged_decode_nvfp4(*f.dev, a);
+  REQUIRE_OK(plan.status());
+  CHECK(plan->tiled);
+  CHECK(plan->block == Dim3{320});
+  CHECK(plan->shared_mem == shared_mem);
+  CHECK(plan->num_splits == 1);
+}
+
+TEST_CASE("mla mock: mla_paged_decode_nvfp4 on a GB10-like device: two teams, 2 stages") {
+  MlaMock f(kGb10Properties);
+  auto a = random_nvfp4_args(f);
+  a.num_seqs = f.u32(9, 16);
+  // 101376 bytes less the static 4352: two teams with 2 stages (85056) fit.
+  a.v_cache = a.k_cache;
+  REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
+  constexpr uint32_t kTwoStages = 2 * 21184 + 64 + 2 * kNvStageSharedV;
+  static_assert(kTwoStages + kPerHeadShared <= 101376);
+  const uint32_t group = a.num_q_heads / a.num_kv_heads;
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_nvfp4",
+               Dim3{a.num_kv_heads * ((group + 15) / 16), a.num_seqs}, Dim3{320}, f.stream,
+               decode_launch_args(a, nvfp4_tail(a)), kTwoStages);
+  // A separate V pool needs 21248 + 2 * 40480 bytes and the scratch: per head.
+  REQUIRE_OK(f.mock.reset());
+  a.v_cache = f.fake_ptr();
+  REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_nvfp4", Dim3{a.num_q_heads, a.num_seqs},
+               Dim3{256}, f.stream, decode_launch_args(a, nvfp4_tail(a)));
+  // Splits need the tiled kernel: refused, naming the shared memory and the way out.
+  a.workspace = f.fake_ptr();
+  a.workspace_bytes = ops::mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads);
+  a.num_splits = 2;
+  const size_t before = f.mock.launch_count();
+  const absl::Status s = ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream);
+  f.refused(s, "needs 106560 bytes of shared memory per block for a separate V pool", before);
+  CHECK(contains(s, "allows 101376"));
+  CHECK(contains(s, "v_cache = k_cache"));
+}
+
+TEST_CASE("mla mock: mla_paged_decode_nvfp4 takes the stages shared memory holds, at most 4") {
+  // V is K: a stage is 21312 bytes; two teams take 42432 bytes, one team
+  // 21248, the entry's static scratch 4352.
+  constexpr uint32_t kStage = kNvStageSharedV, kStatic = kPerHeadShared;
+  struct Case {
+    uint32_t optin, shared_mem;  // 0: per head
+  };
+  for (const Case& c : {Case{232448, 42432 + 4 * kStage},  // H200: capped at 4 stages
+                        Case{42432 + 4 * kStage + kStatic, 42432 + 4 * kStage},
+                        Case{42432 + 4 * kStage + kStatic - 1, 42432 + 3 * kStage},
+                        Case{42432 + 2 * kStage + kStatic, 42432 + 2 * kStage},
+                        Case{42432 + 2 * kStage + kStatic - 1, 21248 + 2 * kStage},
+                        Case{21248 + 2 * kStage + kStatic, 21248 + 2 * kStage},
+                        Case{21248 + 2 * kStage + kStatic - 1, 0}}) {
+    INFO("optin " << c.optin);
+    const std::string props = "max_shared_memory_per_block_optin=" + std::to_string(c.optin);
+    MlaMock f(props.c_str());
+    auto a = random_nvfp4_args(f);
+    a.num_seqs = f.u32(9, 16);
+    a.v_cache = a.k_cache;
+    const auto plan = ops::plan_mla_paged_decode_nvfp4(*f.dev, a);
+    REQUIRE_OK(plan.status());
+    CHECK(plan->tiled == (c.shared_mem != 0));
+    CHECK(plan->shared_mem == c.shared_mem);
+    CHECK(plan->block == Dim3{c.shared_mem != 0 ? 320u : 256u});
+  }
+}
+
+TEST_CASE("mla mock: mla_paged_decode_nvfp4, one CTA per head for shapes the tiles do not take") {
+  MlaMock f;
+  const uint32_t block_size = f.u32(1, 128);
+  auto a = random_decode_args<ops::MlaPagedDecodeNvfp4Args>(f, block_size, 512);
+  const auto packed = [&](uint32_t heads, uint32_t dim) {
+    const auto layout = ops::mla_nvfp4_block_layout(block_size, heads, dim);
+    a.data_section_bytes = layout.data_section_bytes;
+    a.block_stride_bytes = layout.block_stride_bytes + 256;
+  };
+  packed(1, 576);
+  SUBCASE("kv_cache_dim above 576") {
+    a.kv_cache_dim = a.q_head_dim = 1024;
+    packed(1, 1024);
+  }
+  SUBCASE("kv_cache_dim below 576") {
+    a.kv_cache_dim = a.q_head_dim = 128;
+    packed(1, 128);
+  }
+  SUBCASE("q_head_dim not a multiple of 16") { a.q_head_dim = 568; }
+  SUBCASE("block_stride_bytes not a multiple of 16") { a.block_stride_bytes += 8; }
+  SUBCASE("data_section_bytes not a multiple of 4") {
+    a.data_section_bytes += 2;
+    a.block_stride_bytes += 16;
+  }
+  SUBCASE("an unaligned cache") { a.v_cache = a.v_cache + 8; }
+  SUBCASE("an unaligned output") { a.o = a.o + 2; }
+  a.workspace = f.fake_ptr();  // never used by this geometry
+  a.workspace_bytes = ops::mla_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.kv_cache_dim);
+  REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
+  // The per-head scratch is the entry's static shared memory: none at launch.
+  check_launch(f.only_launch(), "mla", "mla_paged_decode_nvfp4", Dim3{a.num_q_heads, a.num_seqs},
+               Dim3{256}, f.stream, decode_launch_args(a, nvfp4_tail(a)));
+  const auto plan = ops::plan_mla_paged_decode_nvfp4(*f.dev, a);
+  REQUIRE_OK(plan.status());
+  CHECK_FALSE(plan->tiled);
+  CHECK(plan->block == Dim3{256});
+  CHECK(plan->shared_mem == 0);
+}
+
+TEST_CASE("mla mock: mla_paged_decode_nvfp4, split-KV then combine") {
+  MlaMock f;
+  auto a = random_nvfp4_args(f);
+  a.v_cache = a.k_cache;
+  a.num_q_heads = 16;
+  a.num_seqs = 1;
+  a.max_blocks_per_seq = 64;  // 4096 tokens: 64 tiles
+  a.workspace = f.fake_ptr();
+  a.workspace_bytes = ops::mla_decode_workspace_bytes(1, 16);
+  uint32_t splits = 32;  // 132 multiprocessors, one CTA: 2 tiles a split
+  uint32_t shared_mem = kNvTiledSharedV;
+  SUBCASE("the op's choice") {}
+  SUBCASE("short block tables bound the split count") {
+    a.max_blocks_per_seq = 15;  // 960 tokens: 15 tiles, 7 splits
+    splits = 7;
+  }
+  SUBCASE("a workspace for 5 splits") {
+    a.workspace_bytes = ops::mla_decode_workspace_bytes(1, 16, 576, 5);
+    splits = 5;
+  }
+  SUBCASE("forced") { a.num_splits = splits = f.u32(2, 64); }
+  SUBCASE("separate V pool") {
+    a.v_cache = f.fake_ptr();
+    shared_mem = kNvTiledSeparateV;
+  }
+  SUBCASE("a batch of 8: 66 slots each, 16 splits by length") {
+    a.num_seqs = 8;
+    a.max_blocks_per_seq = 32;  // 2048 tokens: 16 tiles of 2
+    a.workspace_bytes = ops::mla_decode_workspace_bytes(8, 16);
+    splits = 16;
+  }
+  REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
+  const auto launches = f.mock.launches();
+  REQUIRE(launches.size() == 2);
+  const uint32_t dv = 512;
+  const DevicePtr part_acc = a.workspace;
+  const DevicePtr part_ml =
+      a.workspace + (uint64_t{a.num_seqs} * 16 * splits * dv * 4 + 255) / 256 * 256;
+  check_launch(launches[0], "mla", "mla_paged_decode_nvfp4_split", Dim3{1, a.num_seqs, splits},
+               Dim3{320}, f.stream,
+               decode_launch_args(a, nvfp4_tail(a), {MockArg::of(part_acc), MockArg::of(part_ml)}),
+               shared_mem);
+  check_launch(launches[1], "mla", "mla_decode_combine", Dim3{16, a.num_seqs}, Dim3{256}, f.stream,
+               {MockArg::of(part_acc), MockArg::of(part_ml), MockArg::of(a.o),
+                MockArg::of(DevicePtr{}), MockArg::of(a.num_q_heads), MockArg::of(dv),
+                MockArg::of(splits)});
+  const auto plan = ops::plan_mla_paged_decode_nvfp4(*f.dev, a);
+  REQUIRE_OK(plan.status());
+  CHECK(plan->num_splits == splits);
+  CHECK(plan->grid == Dim3{1, a.num_seqs, splits});
+}
+
+TEST_CASE("mla mock: mla_paged_decode_nvfp4 refuses what the kernels cannot run") {
+  MlaMock f;
+  const uint32_t block_size = f.u32(1, 128);
+  const ops::MlaNvfp4BlockLayout layout = ops::mla_nvfp4_block_layout(block_size);
   auto a = random_decode_args<ops::MlaPagedDecodeNvfp4Args>(f, block_size, 512);
   a.block_stride_bytes = layout.block_stride_bytes + 256;
   a.data_section_bytes = layout.data_section_bytes;
   REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, a, f.stream));
-  check_launch(f.only_launch(), "mla", "mla_paged_decode_nvfp4", Dim3{a.num_q_heads, a.num_seqs},
-               Dim3{256}, f.stream,
-               decode_launch_args(
-                   a, {MockArg::of(a.block_stride_bytes), MockArg::of(a.data_section_bytes)}));
-
-  SUBCASE("sections too small for a block are refused") {
+  REQUIRE(f.mock.launch_count() == 1);
+  const auto bad = [&](auto change, const char* text) {
     ops::MlaPagedDecodeNvfp4Args b = a;
-    b.data_section_bytes = layout.data_section_bytes - 1;
-    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "data_section_bytes", 1);
-    b = a;
-    b.block_stride_bytes = a.data_section_bytes + uint64_t{block_size} * 576 / 16 - 1;
-    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "block_stride_bytes", 1);
-    b = a;
-    b.kv_cache_dim = 584;  // not a multiple of 16
-    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), "multiple of 16", 1);
+    change(b);
+    f.refused(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, b, f.stream), text, 1);
+  };
+  bad([&](auto& b) { b.data_section_bytes = layout.data_section_bytes - 1; },
+      "data_section_bytes");
+  bad([&](auto& b) { b.block_stride_bytes = b.data_section_bytes + uint64_t{block_size} * 36 - 1; },
+      "block_stride_bytes");
+  bad([](auto& b) { b.kv_cache_dim = 584; }, "multiple of 16");
+  bad([](auto& b) { b.q_head_dim = 577; }, "q_head_dim 577 must be <= kv_cache_dim");
+  bad([](auto& b) { b.block_size = 0; }, "block_size");
+  bad([](auto& b) { b.num_splits = 2; }, "num_splits 2 needs a 16-byte aligned workspace");
+  bad(
+      [&](auto& b) {
+        b.workspace = f.fake_ptr() + 8;
+        b.workspace_bytes = ops::mla_decode_workspace_bytes(b.num_seqs, b.num_q_heads);
+        b.num_splits = 2;
+      },
+      "16-byte aligned workspace");
+  bad(
+      [&](auto& b) {
+        b.workspace = f.fake_ptr();
+        b.workspace_bytes = ops::mla_decode_workspace_bytes(b.num_seqs, b.num_q_heads, 576, 3);
+        b.num_splits = 4;
+      },
+      "mla_decode_workspace_bytes");
+  bad(
+      [&](auto& b) {
+        b.workspace = f.fake_ptr();
+        b.workspace_bytes = ops::mla_decode_workspace_bytes(b.num_seqs, b.num_q_heads, 576, 80);
+        b.num_splits = 65;
+      },
+      "num_splits 65 is above");
+  bad(
+      [&](auto& b) {
+        b.workspace = f.fake_ptr();
+        b.workspace_bytes = ops::mla_decode_workspace_bytes(b.num_seqs, b.num_q_heads);
+        b.data_section_bytes += 2;
+        b.block_stride_bytes += 16;
+        b.num_splits = 2;
+      },
+      "needs the tiled kernel");
+
+  SUBCASE("no sequences launches nothing") {
+    ops::MlaPagedDecodeNvfp4Args e = a;
+    e.num_seqs = 0;
+    e.block_size = 0;  // not even looked at
+    REQUIRE_OK(ops::mla_paged_decode_nvfp4(*f.dev, f.kernels, e, f.stream));
+    CHECK(f.mock.launch_count() == 1);
   }
 }

@@ -10,17 +10,17 @@
 //
 // and includes this file, which defines main().
 //
-// Geometry. Both of the op's fp8 geometries are taken, told apart by the
-// block as on CUDA: block 320 is the tiled one (grid.x = num_kv_heads *
-// ceil(group / 16), splits along z: workgroup x serves the 16 query heads
-// 16 (x % ceil(group / 16)) .. of its KV head, as the CUDA kernel's CTA);
-// block 256 is one workgroup per query head (grid.x = num_q_heads, the only
-// one the NVFP4 entry has). There the workgroups of a KV head share its heads
-// out in chunks of up to 16 (at least 4, when the group has them): the
-// first chunks' workgroups serve them and the rest return at once, so each
-// cache row is read by ceil(group / chunk) workgroups instead of group of
-// them. The chunks are as small as keeps about kTargetWorkgroups workgroups
-// busy (few sequences: more, smaller chunks).
+// Geometry. Both of the op's geometries are taken, for either format, told
+// apart by the block as on CUDA: block 320 is the tiled one (grid.x =
+// num_kv_heads * ceil(group / 16), splits along z: workgroup x serves the
+// 16 query heads 16 (x % ceil(group / 16)) .. of its KV head, as the CUDA
+// kernel's CTA); block 256 is one workgroup per query head (grid.x =
+// num_q_heads; not the split entries'). There the workgroups of a KV head
+// share its heads out in chunks of up to 16 (at least 4, when the group has
+// them): the first chunks' workgroups serve them and the rest return at
+// once, so each cache row is read by ceil(group / chunk) workgroups instead
+// of group of them. The chunks are as small as keeps about
+// kTargetWorkgroups workgroups busy (few sequences: more, smaller chunks).
 //
 // Design. A workgroup walks its tokens (the compressed rows first, then the
 // window) in tiles of T <= 8 (5 workgroup barriers a tile), f32 arithmetic,
@@ -256,22 +256,26 @@ void main() {
   const uint group = nq / nkv;
   const bool tiled = block.x == mla_kTiledThreads;
   MlaGeom g;
-#if MLA_NVFP4
-  if (block.x != kThreads || gridDim.x != nq || gridDim.z != 1u || dk % 16u != 0u) return;
-#else
   if (tiled) {
-    // The tiled kernel's shapes (docs/kernels.md, "Tiled FP8 decode").
-    if (dk != mla_kCacheDim || dq % 16u != 0u || p.cache_stride % 16ul != 0ul ||
+    // The tiled kernel's shapes (docs/kernels.md, "Tiled decode").
+#if MLA_NVFP4
+    const bool aligned = p.block_stride_bytes % 16ul == 0ul && p.data_section_bytes % 4ul == 0ul;
+#else
+    const bool aligned = p.cache_stride % 16ul == 0ul;
+#endif
+    if (dk != mla_kCacheDim || dq % 16u != 0u || !aligned ||
         gridDim.x != nkv * ((group + kHeads - 1u) / kHeads))
       return;
   } else if (MLA_SPLIT != 0 || block.x != kThreads || gridDim.x != nq) {
     return;
   }
+#if MLA_NVFP4
+  if (dk % 16u != 0u) return;
+#endif
 #if MLA_SPLIT
   if (gridDim.z == 0u) return;
 #else
   if (gridDim.z != 1u) return;
-#endif
 #endif
   if (tiled) {
     const uint per_kv = (group + kHeads - 1u) / kHeads;

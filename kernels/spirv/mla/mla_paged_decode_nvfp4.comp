@@ -3,8 +3,9 @@
 // in NVFP4 (E2M1 values two to a byte, one E4M3 scale per 16 values in each
 // block's scale section at data_section_bytes; blocks block_stride_bytes
 // apart), every token of each sequence; o rounded once to bf16. Grid
-// (num_q_heads, num_seqs), block 256. The computation:
-// mla_paged_decode.glsl.
+// (num_q_heads, num_seqs), block 256, or the tiled grid (num_kv_heads *
+// ceil(group / 16), num_seqs), block 320; the dynamic shared memory is not
+// used. The computation: mla_paged_decode.glsl.
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "sparkrt.glsl"

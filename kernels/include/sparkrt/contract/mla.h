@@ -27,13 +27,14 @@ inline constexpr uint32_t kMaxDim = 1024;
 // mla_decode_combine gives each split's weight to one thread.
 inline constexpr uint32_t kCombineMaxSplits = kThreads;
 
-// The per-head decode: tokens scored per pass, and its dynamic shared memory
-// (q as f32, one chunk of scores), passed at launch so that the entry has no
-// static shared memory to subtract from the tiled kernel's share.
+// The per-head decode: tokens scored per pass, and its scratch (q as f32,
+// one chunk of scores): the FP8 entry's dynamic shared memory, passed at
+// launch so that the entry has no static shared memory to subtract from the
+// tiled kernel's share; the NVFP4 entry's static shared memory.
 inline constexpr uint32_t kPerHeadChunk = 64;
 inline constexpr uint32_t kPerHeadSharedBytes = (kMaxDim + kPerHeadChunk) * 4;
 
-// The tiled FP8 decode (kv_cache_dim == kCacheDim): tiles of kTile tokens
+// The tiled decode, FP8 or NVFP4 (kv_cache_dim == kCacheDim): tiles of kTile tokens
 // (a split takes whole tiles), up to kTiledRows query heads of one KV head
 // per CTA, 8 consumer warps and kStagingWarps warps that only stage rows.
 inline constexpr uint32_t kTile = 64;
@@ -63,6 +64,28 @@ constexpr uint32_t tiled_fixed_bytes(uint32_t teams) { return teams * kTeamBytes
 constexpr uint32_t tiled_stage_bytes(bool separate_v) {
   return kTile * (kPitchK + (separate_v ? kPitchV : 0u)) + kFlagBytes;
 }
+
+// The tiled decode over an NVFP4 cache stages, per token, its row's E2M1
+// bytes (two values a byte: 288 for K, the first 256 for a separate V pool)
+// and its scale bytes (36 for K; a separate V pool's 32, padded to 36). A
+// staged row r starts kNvfp4RowSkew * (r / 4) bytes past r times its length,
+// so that the bytes the products read at once fall on distinct banks. A
+// stage: the K rows, the V rows (separate pool), the K scales, the V scales
+// (separate pool), then kFlagBytes of token flags and barriers.
+inline constexpr uint32_t kNvfp4RowBytes = kCacheDim / 2;
+inline constexpr uint32_t kNvfp4VRowBytes = kLatentDim / 2;
+inline constexpr uint32_t kNvfp4RowSkew = 32;
+inline constexpr uint32_t kNvfp4ScalePitch = kCacheDim / 16;
+constexpr uint32_t nvfp4_rows_bytes(uint32_t row_bytes) {
+  return kTile * row_bytes + (kTile / 4 - 1) * kNvfp4RowSkew;
+}
+constexpr uint32_t tiled_nvfp4_stage_bytes(bool separate_v) {
+  return nvfp4_rows_bytes(kNvfp4RowBytes) + kTile * kNvfp4ScalePitch +
+         (separate_v ? nvfp4_rows_bytes(kNvfp4VRowBytes) + kTile * kNvfp4ScalePitch : 0u) +
+         kFlagBytes;
+}
+// The NVFP4 one-pass entry's static scratch (kPerHeadSharedBytes) counts
+// against the same per-block limit as a tiled launch's dynamic shared memory.
 
 }  // namespace sparkrt::contract::mla
 

@@ -50,6 +50,7 @@ struct MlaKernels {
   Kernel mla_q_rope_writeback;
   Kernel mla_cache_assemble;
   Kernel mla_paged_decode_nvfp4;
+  Kernel mla_paged_decode_nvfp4_split;
   Kernel mla_paged_decode_fp8;
   Kernel mla_paged_decode_fp8_split;
   Kernel mla_decode_combine;
@@ -126,9 +127,8 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 // p = softmax(score), o[s][h] = sum_t p_t V_t[0, kv_cache_dim - 64), rounded
 // once to bf16.
 //
-// mla_paged_decode_nvfp4 launches grid (num_q_heads, num_seqs), block (256):
-// one CTA per query head. mla_paged_decode_fp8 picks its geometry (see
-// plan_mla_paged_decode_fp8 and docs/ops.md):
+// Both decode ops pick their geometry (see plan_mla_paged_decode_fp8,
+// plan_mla_paged_decode_nvfp4 and docs/ops.md); for fp8:
 //   tiled     for the MLA row (kv_cache_dim 576) with q_head_dim a multiple
 //             of 16, cache_stride a multiple of 16 and k_cache, v_cache, o
 //             and comp_pool 16-byte aligned: grid (num_kv_heads *
@@ -147,6 +147,16 @@ absl::Status mla_cache_assemble(Device& dev, const MlaKernels& k, const MlaCache
 //   per head  otherwise one CTA per query head, grid (num_q_heads, num_seqs),
 //             block (256), 4352 bytes of dynamic shared memory (its scratch;
 //             correct for every valid shape, far slower).
+// NVFP4 the same, with these differences: the tiled kernel needs
+// block_stride_bytes a multiple of 16 and data_section_bytes a multiple of 4
+// (besides kv_cache_dim 576, q_head_dim a multiple of 16 and 16-byte aligned
+// k_cache, v_cache and o); its stages are about half an fp8 stage (up to 4
+// of them with a separate V pool too), and its entry keeps the per-head
+// scratch (4352 bytes) in static shared memory, which the tiled launch's
+// dynamic shared memory must leave room for (a GB10 gets two teams and two
+// stages; a separate V pool does not fit there); the split entry is
+// mla_paged_decode_nvfp4_split; the per-head launch has no dynamic shared
+// memory.
 
 // The tiled decode takes kv_cache_dim contract::mla::kCacheDim (the MLA row);
 // its tiles, heads per CTA and threads are the contract's kTile, kTiledRows
@@ -178,6 +188,12 @@ struct MlaPagedDecodeNvfp4Args {
   uint64_t block_stride_bytes = 0;  // >= data_section_bytes + values / 16
   uint64_t data_section_bytes = 0;  // >= values / 2
   uint32_t num_seqs = 0;            // grid only
+  // Scratch for split-KV partials (f32), 16-byte aligned; null: never split.
+  DevicePtr workspace{};
+  uint64_t workspace_bytes = 0;
+  // 0: the op chooses; 1: never split; n > 1: exactly n splits (the tiled
+  // geometry and a workspace that holds them are then required).
+  uint32_t num_splits = 0;
 };
 absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
                                     const MlaPagedDecodeNvfp4Args& a, Stream stream = {});
@@ -236,7 +252,7 @@ uint64_t mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
                                     uint32_t kv_cache_dim = contract::mla::kCacheDim,
                                     uint32_t max_splits = kMlaMaxDecodeSplits);
 
-// What mla_paged_decode_fp8 launches for these arguments on `dev`.
+// What mla_paged_decode_fp8 (or _nvfp4) launches for these arguments on `dev`.
 struct MlaDecodePlan {
   bool tiled = false;
   Dim3 grid;                // of the decode kernel
@@ -248,6 +264,8 @@ struct MlaDecodePlan {
 // geometry or the workspace cannot honour.
 absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_fp8(const Device& dev,
                                                          const MlaPagedDecodeFp8Args& a);
+absl::StatusOr<MlaDecodePlan> plan_mla_paged_decode_nvfp4(const Device& dev,
+                                                           const MlaPagedDecodeNvfp4Args& a);
 
 }  // namespace sparkrt::ops
 
