@@ -10,11 +10,6 @@
 // in chunks: a warp per token computes the score, then every thread updates
 // the running max and sum (online softmax, f32) and accumulates the V dims
 // it owns (correct, not fast).
-//
-// Build switch: SPARKRT_MLA_NVFP4_BIT_F16 (default 0) makes the tiled NVFP4
-// decode build its f16 operands from the E2M1 codes by bit moves alone
-// instead of through the fp8 conversion (e2m1x8_to_half2x4): the same
-// values, with the conversion instructions' work moved to integer ones.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -457,34 +452,9 @@ __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t w) {
 // Eight E2M1 codes (code j in bits 4j .. 4j + 3 of w) to four f16x2 words:
 // r[0] = codes (0, 2), r[1] = (4, 6), r[2] = (1, 3), r[3] = (5, 7) (low
 // half, high half), each the code's value times 1 / kE2m1Unit, exactly.
-// By default each code's sign moves to bit 7 and its exponent and mantissa
-// to bits 4..2 of a byte, the E4M3 encoding of e2m1 * 2^-6 (E2M1's
-// subnormal 0.5 becomes an E4M3 subnormal), which the fp8 conversion turns
-// into f16. SPARKRT_MLA_NVFP4_BIT_F16=1 builds the f16 words by bit moves
-// alone (sign to bit 15, exponent and mantissa to bits 11..9: e2m1 * 2^-14,
-// 0.5 an f16 subnormal): no conversion instructions, more integer ones.
-#ifndef SPARKRT_MLA_NVFP4_BIT_F16
-#define SPARKRT_MLA_NVFP4_BIT_F16 0
-#endif
-#if SPARKRT_MLA_NVFP4_BIT_F16
-constexpr float kE2m1Unit = 16384.0f;  // undoes the 2^-14
-__device__ __forceinline__ void e2m1x8_to_half2x4(uint32_t w, uint32_t (&r)[4]) {
-  // Bytes 0, 2, 1, 3: codes j and j + 2 of w (j = 0, 1, 4, 5) are 16 bits apart.
-  const uint32_t x = sparkrt_kernels::prmt(w, w, 0x3120);
-  uint32_t f[4];
-#pragma unroll
-  for (uint32_t i = 0; i < 3; ++i) {
-    // The code pair in slot i, plus 7 times its signs: the sign moves up by 3.
-    const uint32_t n = x & (0x000f000fu << (4 * i));
-    f[i] = (n + 7u * (n & (0x00080008u << (4 * i)))) << (9 - 4 * i);
-  }
-  f[3] = (x & 0x80008000u) | ((x >> 3) & 0x0e000e00u);
-  r[0] = f[0];
-  r[1] = f[2];
-  r[2] = f[1];
-  r[3] = f[3];
-}
-#else
+// Each code's sign moves to bit 7 and its exponent and mantissa to bits
+// 4..2 of a byte, the E4M3 encoding of e2m1 * 2^-6 (E2M1's subnormal 0.5
+// becomes an E4M3 subnormal), which the fp8 conversion turns into f16.
 constexpr float kE2m1Unit = 64.0f;  // undoes the 2^-6
 __device__ __forceinline__ void e2m1x8_to_half2x4(uint32_t w, uint32_t (&r)[4]) {
   const uint32_t even = ((w << 4) & 0x80808080u) | ((w << 2) & 0x1c1c1c1cu);  // codes 0, 2, 4, 6
@@ -492,12 +462,11 @@ __device__ __forceinline__ void e2m1x8_to_half2x4(uint32_t w, uint32_t (&r)[4]) 
   fp8x4_to_half2x2(even, r[0], r[1]);
   fp8x4_to_half2x2(odd, r[2], r[3]);
 }
-#endif
 
 // x * s on f16 pairs; s_half 0 multiplies both by s's low half, 1 by its
 // high half, 2 pairwise. Exact for the NVFP4 operands: e2m1 / kE2m1Unit
 // times an E4M3 scale has at most 6 significant bits and lies in [2^-16,
-// 42] (bit build: [2^-24, 0.17], multiples of 2^-24).
+// 42].
 __device__ __forceinline__ uint32_t scale_f16x2(uint32_t x, uint32_t s, int s_half) {
   __half2 hx, hs;
   memcpy(&hx, &x, 4);
