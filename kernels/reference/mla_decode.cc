@@ -37,6 +37,25 @@ void rope_rotate(float* x, uint32_t rope_dim, uint32_t pos, double theta) {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// q[h] . k[t][h] in f32, dims in order.
+float dot_qk(std::span<const float> q, std::span<const float> k, uint32_t h, uint64_t t,
+             uint32_t heads, uint32_t dq) {
+  float dot = 0.0f;
+  for (uint32_t d = 0; d < dq; ++d) dot += q[h * dq + d] * k[(t * heads + h) * dq + d];
+  return dot;
+}
+
+// The output gate: o * sigmoid(g).
+float gated(float o, float g) { return o * (1.0f / (1.0f + std::exp(-g))); }
+
+// The one-pass and merge entries take one CTA per head.
+absl::Status check_cta_per_head(const Launch& launch, uint32_t heads) {
+  if (launch.grid()[0] == heads) return absl::OkStatus();
+  return invalid_launch(
+      launch, absl::StrFormat("grid.x %d must equal heads %d (one CTA per head)",
+                              launch.grid()[0], heads));
+}
+
 }  // namespace
 }  // namespace sparkrt::reference
 
@@ -74,10 +93,7 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_gate_f32) {
   const uint32_t dv = launch.value<uint32_t>(8);
   const bool gate = launch.value<uint32_t>(9) != 0;
   if (heads == 0 || dv == 0) return absl::OkStatus();
-  if (launch.grid()[0] != heads)
-    return invalid_launch(launch, absl::StrFormat("grid.x %d must equal heads %d (one CTA per "
-                                                  "head)",
-                                                  launch.grid()[0], heads));
+  SPARKRT_RETURN_IF_ERROR(check_cta_per_head(launch, heads));
   if (dq == 0) return invalid_launch(launch, "dq must be > 0");
   const uint64_t hq = uint64_t{heads} * dq, hv = uint64_t{heads} * dv;
   SPARKRT_ASSIGN_OR_RETURN(auto q, operand<const float>(launch, 0, "q", hq, "[heads][dq]"));
@@ -93,10 +109,7 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_gate_f32) {
   for (uint32_t h = 0; h < heads; ++h) {
     float m = -INFINITY;
     for (uint32_t t = 0; t < seq_len; ++t) {
-      float dot = 0.0f;
-      for (uint32_t d = 0; d < dq; ++d)
-        dot += q[h * dq + d] * k[(t * uint64_t{heads} + h) * dq + d];
-      p[t] = dot * scale;
+      p[t] = dot_qk(q, k, h, t, heads, dq) * scale;
       m = std::max(m, p[t]);
     }
     float sum = 0.0f;
@@ -105,8 +118,7 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_gate_f32) {
       float acc = 0.0f;
       for (uint32_t t = 0; t < seq_len; ++t) acc += p[t] * v[(t * uint64_t{heads} + h) * dv + d];
       float o = sum > 0.0f ? acc / sum : 0.0f;
-      if (gate) o *= 1.0f / (1.0f + std::exp(-g[h * dv + d]));
-      out[h * dv + d] = o;
+      out[h * dv + d] = gate ? gated(o, g[h * dv + d]) : o;
     }
   }
   return absl::OkStatus();
@@ -146,10 +158,7 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_split_f32) {
       s.clear();
       float m = -INFINITY;
       for (uint32_t t = r.t0; t < r.t1; ++t) {
-        float dot = 0.0f;
-        for (uint32_t d = 0; d < dq; ++d)
-          dot += q[h * dq + d] * k[(t * uint64_t{heads} + h) * dq + d];
-        s.push_back(dot * scale);
+        s.push_back(dot_qk(q, k, h, t, heads, dq) * scale);
         m = std::max(m, s.back());
       }
       float l = 0.0f;
@@ -176,10 +185,7 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_combine_f32) {
   const uint32_t n = launch.value<uint32_t>(6);
   const bool gate = launch.value<uint32_t>(7) != 0;
   if (heads == 0 || dv == 0) return absl::OkStatus();
-  if (launch.grid()[0] != heads)
-    return invalid_launch(launch, absl::StrFormat("grid.x %d must equal heads %d (one CTA per "
-                                                  "head)",
-                                                  launch.grid()[0], heads));
+  SPARKRT_RETURN_IF_ERROR(check_cta_per_head(launch, heads));
   if (n > contract::kMaxSplits)
     return invalid_launch(launch, absl::StrFormat("num_splits %d is above the %d a CTA merges",
                                                   n, contract::kMaxSplits));
@@ -195,8 +201,7 @@ SPARKRT_REFERENCE_KERNEL(mla_decode, k3_mla_sdpa_combine_f32) {
   merge_split_partials(
       part_acc.data(), part_ml.data(), heads, n, dv, [](uint64_t) { return -INFINITY; },
       [&](uint64_t h, uint32_t d, float o) {
-        if (gate) o *= 1.0f / (1.0f + std::exp(-g[h * dv + d]));
-        out[h * dv + d] = o;
+        out[h * dv + d] = gate ? gated(o, g[h * dv + d]) : o;
       });
   return absl::OkStatus();
 }

@@ -16,7 +16,6 @@ using detail::check_nonzero;
 using detail::check_scale;
 using detail::invalid;
 
-uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
 // The rope part [kv_lora, kv_lora + rope) must stay inside each head's
 // mla_cache_dim row.
@@ -176,8 +175,9 @@ MlaNvfp4BlockLayout mla_nvfp4_block_layout(uint32_t block_size, uint32_t num_kv_
   const uint64_t values = uint64_t{block_size} * num_kv_heads * kv_cache_dim;
   MlaNvfp4BlockLayout layout;
   // 16-byte aligned sections, so either can be read with vector loads.
-  layout.data_section_bytes = round_up((values + 1) / 2, 16);
-  layout.block_stride_bytes = round_up(layout.data_section_bytes + (values + 15) / 16, 16);
+  layout.data_section_bytes = round_up<uint64_t>((values + 1) / 2, 16);
+  layout.block_stride_bytes =
+      round_up<uint64_t>(layout.data_section_bytes + (values + 15) / 16, 16);
   return layout;
 }
 
@@ -199,7 +199,33 @@ constexpr TiledLayout kSmallestTiledLayout = {1, 2};
 
 uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t dv,
                             uint32_t splits) {
-  return round_up(uint64_t{num_seqs} * num_q_heads * splits * dv * sizeof(float), 256);
+  return round_up<uint64_t>(uint64_t{num_seqs} * num_q_heads * splits * dv * sizeof(float),
+                            256);
+}
+
+// The split partials in a workspace (part_acc, then part_ml) and their
+// merge into o by mla_decode_combine.
+struct SplitPartials {
+  DevicePtr acc, ml;
+};
+SplitPartials split_partials(DevicePtr workspace, uint32_t num_seqs, uint32_t num_q_heads,
+                             uint32_t dv, uint32_t splits) {
+  return {workspace, workspace + partials_acc_bytes(num_seqs, num_q_heads, dv, splits)};
+}
+absl::Status combine_partials(Device& dev, const MlaKernels& k, const SplitPartials& parts,
+                              DevicePtr o, DevicePtr sinks, uint32_t num_q_heads,
+                              uint32_t num_seqs, uint32_t dv, uint32_t splits, Stream stream) {
+  return KernelLaunch(dev, k.mla_decode_combine)
+      .grid({num_q_heads, num_seqs})
+      .block({contract::mla::kThreads})
+      .arg(parts.acc)
+      .arg(parts.ml)
+      .arg(o)
+      .arg(sinks)
+      .arg(num_q_heads)
+      .arg(dv)
+      .arg(splits)
+      .launch(stream);
 }
 
 absl::Status check_fp8_decode(const MlaPagedDecodeFp8Args& a) {
@@ -392,13 +418,12 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
         .launch(stream);
   }
   const uint32_t dv = a.kv_cache_dim - contract::mla::kRopeDim;
-  const DevicePtr part_acc = a.workspace;
-  const DevicePtr part_ml =
-      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
+  const SplitPartials parts =
+      split_partials(a.workspace, a.num_seqs, a.num_q_heads, dv, plan->num_splits);
   KernelLaunch split(dev, k.mla_paged_decode_fp8_split);
   SPARKRT_RETURN_IF_ERROR(
       decode_head(split.grid(plan->grid).block(plan->block).shared_mem(plan->shared_mem), a,
-                  {part_acc, part_ml})
+                  {parts.acc, parts.ml})
           .arg(a.k_scale)
           .arg(a.v_scale)
           .arg(a.cache_stride)
@@ -406,17 +431,8 @@ absl::Status mla_paged_decode_fp8(Device& dev, const MlaKernels& k, const MlaPag
           .arg(a.comp_pool)
           .arg(a.comp_block_count)
           .launch(stream));
-  return KernelLaunch(dev, k.mla_decode_combine)
-      .grid({a.num_q_heads, a.num_seqs})
-      .block({contract::mla::kThreads})
-      .arg(part_acc)
-      .arg(part_ml)
-      .arg(a.o)
-      .arg(a.sinks)
-      .arg(a.num_q_heads)
-      .arg(dv)
-      .arg(plan->num_splits)
-      .launch(stream);
+  return combine_partials(dev, k, parts, a.o, a.sinks, a.num_q_heads, a.num_seqs, dv,
+                          plan->num_splits, stream);
 }
 
 namespace {
@@ -511,27 +527,17 @@ absl::Status mla_paged_decode_nvfp4(Device& dev, const MlaKernels& k,
         .launch(stream);
   }
   const uint32_t dv = a.kv_cache_dim - contract::mla::kRopeDim;
-  const DevicePtr part_acc = a.workspace;
-  const DevicePtr part_ml =
-      a.workspace + partials_acc_bytes(a.num_seqs, a.num_q_heads, dv, plan->num_splits);
+  const SplitPartials parts =
+      split_partials(a.workspace, a.num_seqs, a.num_q_heads, dv, plan->num_splits);
   KernelLaunch split(dev, k.mla_paged_decode_nvfp4_split);
   SPARKRT_RETURN_IF_ERROR(
       decode_head(split.grid(plan->grid).block(plan->block).shared_mem(plan->shared_mem), a,
-                  {part_acc, part_ml})
+                  {parts.acc, parts.ml})
           .arg(a.block_stride_bytes)
           .arg(a.data_section_bytes)
           .launch(stream));
-  return KernelLaunch(dev, k.mla_decode_combine)
-      .grid({a.num_q_heads, a.num_seqs})
-      .block({contract::mla::kThreads})
-      .arg(part_acc)
-      .arg(part_ml)
-      .arg(a.o)
-      .arg(DevicePtr{})
-      .arg(a.num_q_heads)
-      .arg(dv)
-      .arg(plan->num_splits)
-      .launch(stream);
+  return combine_partials(dev, k, parts, a.o, DevicePtr{}, a.num_q_heads, a.num_seqs, dv,
+                          plan->num_splits, stream);
 }
 
 }  // namespace sparkrt::ops

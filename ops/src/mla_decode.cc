@@ -19,7 +19,7 @@ namespace md = contract::mla_decode;
 
 constexpr uint64_t kScratchAlign = 256;
 
-uint64_t aligned_bytes(uint64_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+uint64_t aligned_bytes(uint64_t n) { return round_up(n, kScratchAlign); }
 uint64_t aligned_floats(size_t n) { return aligned_bytes(uint64_t{n} * sizeof(float)); }
 
 // part_acc, then 256-byte aligned part_ml (the contract's partials).

@@ -107,9 +107,7 @@ uint32_t decode_shared_mem(const DeviceProperties& props, const DecodeShape& s) 
 
 constexpr uint64_t kWorkspaceAlign = 256;
 
-uint64_t align_up(uint64_t bytes) {
-  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
-}
+uint64_t align_up(uint64_t bytes) { return round_up(bytes, kWorkspaceAlign); }
 
 uint64_t partials_acc_bytes(uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim,
                             uint32_t splits) {

@@ -145,38 +145,50 @@ TEST_CASE("k3 mla cpu: RoPE rotates each head's rope dims, NoPE leaves q and k a
   }
 }
 
+namespace {
+
+// One attention case, 3 heads, dq 48, on random inputs: `run` launches a
+// form of it into a poisoned output, which must match float64.
+template <typename Run>
+void check_sdpa_form(Cpu& c, uint32_t seq_len, uint32_t dv, bool gate, Run run) {
+  const uint32_t heads = 3, dq = 48;
+  const auto q = random_f32(c.gen, heads * dq);
+  const auto k = random_f32(c.gen, uint64_t{seq_len} * heads * dq + 1);
+  const auto v = random_f32(c.gen, uint64_t{seq_len} * heads * dv + 1);
+  const auto g = random_f32(c.gen, heads * dv, 0.25f, 4.0f);
+  Buffer dqb(*c.dev, q), dkb(*c.dev, k), dvb(*c.dev, v), dgb(*c.dev, g);
+  Buffer dout(*c.dev, heads * dv * sizeof(float));
+  dout.poison();
+  REQUIRE_OK(run(ops::K3MlaSdpaGateArgs{.q = dqb,
+                                        .k = dkb,
+                                        .v = dvb,
+                                        .g = gate ? dgb.ptr() : sparkrt::DevicePtr{},
+                                        .out = dout,
+                                        .seq_len = seq_len,
+                                        .heads = heads,
+                                        .dq = dq,
+                                        .dv = dv,
+                                        .use_gate = gate}));
+  const auto want = sdpa_f64(
+      std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
+      std::vector<double>(v.begin(), v.end()), g, seq_len, heads, dq, dv, gate);
+  check_attention(dout.download<float>(), want, max_abs(v));
+}
+
+}  // namespace
+
 TEST_CASE("k3 mla cpu: sdpa with and without the output gate against float64") {
   Cpu c;
   INFO("seed ", c.seed);
-  const uint32_t heads = 3, dq = 48;
   for (uint32_t dv : {40u, 300u})
     for (uint32_t seq_len : {0u, 1u, 9u})
       for (bool gate : {false, true}) {
         CAPTURE(dv);
         CAPTURE(seq_len);
         CAPTURE(gate);
-        const auto q = random_f32(c.gen, heads * dq);
-        const auto k = random_f32(c.gen, uint64_t{seq_len} * heads * dq + 1);
-        const auto v = random_f32(c.gen, uint64_t{seq_len} * heads * dv + 1);
-        const auto g = random_f32(c.gen, heads * dv, 0.25f, 4.0f);
-        Buffer dqb(*c.dev, q), dkb(*c.dev, k), dvb(*c.dev, v), dgb(*c.dev, g);
-        Buffer dout(*c.dev, heads * dv * sizeof(float));
-        dout.poison();
-        REQUIRE_OK(ops::k3_mla_sdpa_gate(*c.dev, c.kernels,
-                                         {.q = dqb,
-                                          .k = dkb,
-                                          .v = dvb,
-                                          .g = gate ? dgb.ptr() : sparkrt::DevicePtr{},
-                                          .out = dout,
-                                          .seq_len = seq_len,
-                                          .heads = heads,
-                                          .dq = dq,
-                                          .dv = dv,
-                                          .use_gate = gate}));
-        const auto want = sdpa_f64(
-            std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
-            std::vector<double>(v.begin(), v.end()), g, seq_len, heads, dq, dv, gate);
-        check_attention(dout.download<float>(), want, max_abs(v));
+        check_sdpa_form(c, seq_len, dv, gate, [&](const ops::K3MlaSdpaGateArgs& a) {
+          return ops::k3_mla_sdpa_gate(*c.dev, c.kernels, a);
+        });
       }
 }
 
@@ -185,7 +197,6 @@ TEST_CASE("k3 mla cpu: split-KV attention against float64, every split count") {
   INFO("seed ", c.seed);
   auto sk = ops::K3MlaSplitKernels::resolve(*c.dev);
   REQUIRE_MESSAGE(sk.ok(), sk.status().ToString());
-  const uint32_t heads = 3, dq = 48;
   for (uint32_t dv : {40u, 300u})
     for (uint32_t seq_len : {0u, 1u, 37u, 200u})
       for (uint32_t splits : {1u, 2u, 7u, 64u})
@@ -194,25 +205,12 @@ TEST_CASE("k3 mla cpu: split-KV attention against float64, every split count") {
           CAPTURE(seq_len);
           CAPTURE(splits);
           CAPTURE(gate);
-          const auto q = random_f32(c.gen, heads * dq);
-          const auto k = random_f32(c.gen, uint64_t{seq_len} * heads * dq + 1);
-          const auto v = random_f32(c.gen, uint64_t{seq_len} * heads * dv + 1);
-          const auto g = random_f32(c.gen, heads * dv, 0.25f, 4.0f);
-          Buffer dqb(*c.dev, q), dkb(*c.dev, k), dvb(*c.dev, v), dgb(*c.dev, g);
-          Buffer dout(*c.dev, heads * dv * sizeof(float));
-          Buffer ws(*c.dev, ops::k3_mla_split_workspace_bytes(heads, dv, splits));
-          dout.poison();
+          Buffer ws(*c.dev, ops::k3_mla_split_workspace_bytes(3, dv, splits));
           ws.poison();
-          REQUIRE_OK(ops::k3_mla_sdpa_gate_split(
-              *c.dev, *sk,
-              {.q = dqb, .k = dkb, .v = dvb, .g = gate ? dgb.ptr() : sparkrt::DevicePtr{},
-               .out = dout, .seq_len = seq_len, .heads = heads, .dq = dq, .dv = dv,
-               .use_gate = gate},
-              {.ptr = ws, .max_splits = splits}, splits));
-          const auto want = sdpa_f64(
-              std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
-              std::vector<double>(v.begin(), v.end()), g, seq_len, heads, dq, dv, gate);
-          check_attention(dout.download<float>(), want, max_abs(v));
+          check_sdpa_form(c, seq_len, dv, gate, [&](const ops::K3MlaSdpaGateArgs& a) {
+            return ops::k3_mla_sdpa_gate_split(*c.dev, *sk, a, {.ptr = ws, .max_splits = splits},
+                                               splits);
+          });
         }
 }
 

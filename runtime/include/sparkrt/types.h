@@ -53,6 +53,13 @@ constexpr T div_ceil(T a, T b) {
   return a / b + (a % b != 0 ? 1 : 0);
 }
 
+// a rounded up to a multiple of b, for unsigned integers; b must be non-zero.
+template <typename T>
+  requires std::is_unsigned_v<T>
+constexpr T round_up(T a, T b) {
+  return div_ceil(a, b) * b;
+}
+
 }  // namespace sparkrt
 
 #endif  // SPARKRT_TYPES_H_
