@@ -34,12 +34,14 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_JOBS ?= 2
 CMAKE_ARGS ?=
 
-# The Debian packages the build needs. nvcc (the CUDA 13 toolkit) comes from
+# The Debian packages the build and the tests need (python3, numpy, pytest,
+# rustc and cargo: the Python package's and the Rust example's tests). nvcc (the CUDA 13 toolkit) comes from
 # NVIDIA, not from Debian, and is optional: without it there are no CUDA
 # kernel images (README.md).
 PACKAGES := cmake ninja-build g++ pkg-config \
   libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools vulkan-tools \
-  vulkan-validationlayers libboost-dev doctest-dev libabsl-dev libbenchmark-dev
+  vulkan-validationlayers libboost-dev doctest-dev libabsl-dev libbenchmark-dev \
+  python3 python3-numpy python3-pytest rustc cargo
 # libFuzzer and the sanitizer runtimes for clang, for `make fuzz` only.
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
 EXTRA_PACKAGES ?=

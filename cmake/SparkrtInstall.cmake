@@ -36,4 +36,8 @@ set(pc_dir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 file(RELATIVE_PATH SPARKRT_PC_TO_PREFIX /root/${pc_dir} /root)
 string(REGEX REPLACE "/$" "" SPARKRT_PC_TO_PREFIX "${SPARKRT_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/sparkrt.pc.in ${PROJECT_BINARY_DIR}/package/sparkrt.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/package/sparkrt.pc DESTINATION ${pc_dir})
+# sparkrt_c.pc: the C API alone, for C programs and other languages' builds.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/sparkrt_c.pc.in ${PROJECT_BINARY_DIR}/package/sparkrt_c.pc
+               @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/package/sparkrt.pc ${PROJECT_BINARY_DIR}/package/sparkrt_c.pc
+        DESTINATION ${pc_dir})

@@ -48,9 +48,7 @@ const void* CudaBackend::extension(std::string_view name) {
   if (name == SPARKRT_GRAPH_EXTENSION_NAME)
     return graph_extension(&Adapter::error_code, &Adapter::error_message, &Adapter::error_destroy);
   // Always offered: without NCCL its calls say what was tried.
-  if (name == SPARKRT_COLLECTIVES_EXTENSION_NAME)
-    return collectives_extension(&Adapter::error_code, &Adapter::error_message,
-                                 &Adapter::error_destroy);
+  if (name == SPARKRT_COLLECTIVES_EXTENSION_NAME) return collectives_extension();
   return nullptr;
 }
 

@@ -23,6 +23,7 @@
 #include "cuda_device.h"
 #include "nccl_api.h"
 #include "sparkrt/abi_names.h"
+#include "sparkrt/sdk/collectives_adapter.h"
 
 namespace sparkrt::cuda {
 namespace {
@@ -140,9 +141,24 @@ absl::Status aborted(const Communicator& c, SparkrtComm handle, const char* call
       call, describe(c, handle)));
 }
 
-// ---- the calls ----------------------------------------------------------
+// ---- the calls (sdk/collectives_adapter.h makes the C table) ------------
 
-absl::Status library(SparkrtCollectivesLibraryArgs& a) {
+struct CudaCollectives {
+  // Names the calls in the adapter's own errors as the messages here do.
+  static constexpr const char* kCallPrefix = "collectives ";
+  static absl::Status library(SparkrtCollectivesLibraryArgs& a);
+  static absl::Status get_unique_id(SparkrtUniqueIdArgs& a);
+  static absl::Status comm_init_all(SparkrtCommInitAllArgs& a);
+  static absl::Status comm_init_rank(SparkrtCommInitRankArgs& a);
+  static absl::Status comm_destroy(SparkrtComm handle);
+  static absl::Status comm_abort(SparkrtComm handle);
+  static absl::Status comm_status(SparkrtComm handle);
+  static absl::Status collective(const SparkrtCollectiveArgs& a);
+  static absl::Status group_start();
+  static absl::Status group_end();
+};
+
+absl::Status CudaCollectives::library(SparkrtCollectivesLibraryArgs& a) {
   SPARKRT_ASSIGN_OR_RETURN(const nccl::Library* lib, library_for("library"));
   std::memset(a.name, 0, sizeof(a.name));
   std::memcpy(a.name, "NCCL", 4);
@@ -150,7 +166,7 @@ absl::Status library(SparkrtCollectivesLibraryArgs& a) {
   return absl::OkStatus();
 }
 
-absl::Status get_unique_id(SparkrtUniqueIdArgs& a) {
+absl::Status CudaCollectives::get_unique_id(SparkrtUniqueIdArgs& a) {
   if (!CudaDevice::is_open(a.device)) return not_our_device("get_unique_id", a.device);
   SPARKRT_ASSIGN_OR_RETURN(const nccl::Library* lib, library_for("get_unique_id"));
   nccl::UniqueId id{};
@@ -162,7 +178,7 @@ absl::Status get_unique_id(SparkrtUniqueIdArgs& a) {
   return absl::OkStatus();
 }
 
-absl::Status comm_init_all(SparkrtCommInitAllArgs& a) {
+absl::Status CudaCollectives::comm_init_all(SparkrtCommInitAllArgs& a) {
   if (a.num_devices < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "collectives comm_init_all: num_devices is %d; give at least one device", a.num_devices));
@@ -213,7 +229,7 @@ absl::Status comm_init_all(SparkrtCommInitAllArgs& a) {
   return absl::OkStatus();
 }
 
-absl::Status comm_init_rank(SparkrtCommInitRankArgs& a) {
+absl::Status CudaCollectives::comm_init_rank(SparkrtCommInitRankArgs& a) {
   if (!CudaDevice::is_open(a.device)) return not_our_device("comm_init_rank", a.device);
   if (a.num_ranks < 1 || a.rank < 0 || a.rank >= a.num_ranks) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -248,19 +264,19 @@ absl::Status comm_init_rank(SparkrtCommInitRankArgs& a) {
   return absl::OkStatus();
 }
 
-absl::Status comm_destroy(SparkrtCommArgs& a) {
-  SPARKRT_RETURN_IF_ERROR(find(a.comm, "comm_destroy").status());
-  std::unique_ptr<Communicator> c = registry().remove(a.comm);
+absl::Status CudaCollectives::comm_destroy(SparkrtComm handle) {
+  SPARKRT_RETURN_IF_ERROR(find(handle, "comm_destroy").status());
+  std::unique_ptr<Communicator> c = registry().remove(handle);
   if (c == nullptr || c->aborted) return absl::OkStatus();  // abort already freed it
   SPARKRT_ASSIGN_OR_RETURN(const nccl::Library* lib, library_for("comm_destroy"));
   return on_device(c->device, [&] {
     return nccl::check(*lib, lib->CommDestroy(c->comm), "ncclCommDestroy",
-                       "collectives comm_destroy(" + describe(*c, a.comm) + ")");
+                       "collectives comm_destroy(" + describe(*c, handle) + ")");
   });
 }
 
-absl::Status comm_abort(SparkrtCommArgs& a) {
-  SPARKRT_ASSIGN_OR_RETURN(Communicator * c, find(a.comm, "comm_abort"));
+absl::Status CudaCollectives::comm_abort(SparkrtComm handle) {
+  SPARKRT_ASSIGN_OR_RETURN(Communicator * c, find(handle, "comm_abort"));
   if (c->aborted) return absl::OkStatus();
   SPARKRT_ASSIGN_OR_RETURN(const nccl::Library* lib, library_for("comm_abort"));
   // ncclCommAbort frees the communicator whatever it returns; the handle
@@ -269,15 +285,15 @@ absl::Status comm_abort(SparkrtCommArgs& a) {
   c->aborted = true;
   return on_device(c->device, [&] {
     return nccl::check(*lib, lib->CommAbort(comm), "ncclCommAbort",
-                       "collectives comm_abort(" + describe(*c, a.comm) + ")");
+                       "collectives comm_abort(" + describe(*c, handle) + ")");
   });
 }
 
-absl::Status comm_status(SparkrtCommArgs& a) {
-  SPARKRT_ASSIGN_OR_RETURN(Communicator * c, find(a.comm, "comm_status"));
-  if (c->aborted) return aborted(*c, a.comm, "comm_status");
+absl::Status CudaCollectives::comm_status(SparkrtComm handle) {
+  SPARKRT_ASSIGN_OR_RETURN(Communicator * c, find(handle, "comm_status"));
+  if (c->aborted) return aborted(*c, handle, "comm_status");
   SPARKRT_ASSIGN_OR_RETURN(const nccl::Library* lib, library_for("comm_status"));
-  const std::string what = "collectives comm_status(" + describe(*c, a.comm) + ")";
+  const std::string what = "collectives comm_status(" + describe(*c, handle) + ")";
   nccl::Result async = nccl::kSuccess;
   SPARKRT_RETURN_IF_ERROR(on_device(c->device, [&] {
     return nccl::check(*lib, lib->CommGetAsyncError(c->comm, &async), "ncclCommGetAsyncError",
@@ -287,25 +303,19 @@ absl::Status comm_status(SparkrtCommArgs& a) {
   return nccl::error(*lib, async, "an asynchronous NCCL operation", what);
 }
 
-// The element size of a dtype and its NCCL code; 0 for a value outside the
-// enumeration.
-struct TypeInfo {
-  size_t size;
-  nccl::DataType nccl;
-  const char* name;
-};
-TypeInfo type_info(SparkrtDataType t) {
+// NCCL's code for a dtype (one of the enumeration: checked first).
+nccl::DataType nccl_type(SparkrtDataType t) {
   switch (t) {
-    case SPARKRT_DTYPE_U8: return {1, nccl::kUint8, "u8"};
-    case SPARKRT_DTYPE_I32: return {4, nccl::kInt32, "i32"};
-    case SPARKRT_DTYPE_F16: return {2, nccl::kFloat16, "f16"};
-    case SPARKRT_DTYPE_BF16: return {2, nccl::kBfloat16, "bf16"};
-    case SPARKRT_DTYPE_F32: return {4, nccl::kFloat32, "f32"};
+    case SPARKRT_DTYPE_U8: return nccl::kUint8;
+    case SPARKRT_DTYPE_I32: return nccl::kInt32;
+    case SPARKRT_DTYPE_F16: return nccl::kFloat16;
+    case SPARKRT_DTYPE_BF16: return nccl::kBfloat16;
+    case SPARKRT_DTYPE_F32: return nccl::kFloat32;
   }
-  return {0, nccl::kUint8, "?"};
+  return nccl::kUint8;
 }
 
-absl::Status collective(SparkrtCollectiveArgs& a) {
+absl::Status CudaCollectives::collective(const SparkrtCollectiveArgs& a) {
   SPARKRT_ASSIGN_OR_RETURN(Communicator * c, find(a.comm, "collective"));
   const char* kind = abi_collective_kind_name(a.kind);
   if (a.kind < SPARKRT_COLLECTIVE_ALL_REDUCE || a.kind > SPARKRT_COLLECTIVE_RECV) {
@@ -314,8 +324,8 @@ absl::Status collective(SparkrtCollectiveArgs& a) {
         static_cast<int>(a.kind)));
   }
   if (c->aborted) return aborted(*c, a.comm, kind);
-  const TypeInfo type = type_info(a.dtype);
-  if (type.size == 0) {
+  const size_t type_size = sparkrt_dtype_size(a.dtype);
+  if (type_size == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "collectives %s: dtype %d is not a SparkrtDataType (u8, i32, f16, bf16, f32)", kind,
         static_cast<int>(a.dtype)));
@@ -350,12 +360,13 @@ absl::Status collective(SparkrtCollectiveArgs& a) {
   // them alike: nothing to move, nothing for NCCL to match.
   if (a.count == 0) return absl::OkStatus();
   const uint64_t ranks = static_cast<uint64_t>(c->size);
-  if (a.count > UINT64_MAX / (type.size * ranks)) {
+  const char* type_name = abi_data_type_name(a.dtype);
+  if (a.count > UINT64_MAX / (type_size * ranks)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "collectives %s: count %u of %s over %d ranks overflows a 64-bit byte count", kind,
-        a.count, type.name, c->size));
+        a.count, type_name, c->size));
   }
-  const uint64_t one = a.count * type.size;
+  const uint64_t one = a.count * type_size;
   uint64_t send_bytes = one, recv_bytes = one;
   bool reads_send = true, writes_recv = true;
   switch (a.kind) {
@@ -368,7 +379,7 @@ absl::Status collective(SparkrtCollectiveArgs& a) {
   }
   const auto context = [&] {
     return absl::StrFormat("collectives %s(%u x %s, send %s, recv %s, stream %s) on %s", kind,
-                           a.count, type.name, hex(a.send), hex(a.recv), hex(a.stream),
+                           a.count, type_name, hex(a.send), hex(a.recv), hex(a.stream),
                            describe(*c, a.comm));
   };
   // NCCL would fault asynchronously on a bad pointer; refuse it here.
@@ -385,33 +396,34 @@ absl::Status collective(SparkrtCollectiveArgs& a) {
   const void* send = reinterpret_cast<const void*>(static_cast<uintptr_t>(a.send));
   void* recv = reinterpret_cast<void*>(static_cast<uintptr_t>(a.recv));
   const size_t n = static_cast<size_t>(a.count);
+  const nccl::DataType type = nccl_type(a.dtype);
   return on_device(c->device, [&]() -> absl::Status {
     nccl::Result r = nccl::kSuccess;
     const char* call = "";
     switch (a.kind) {
       case SPARKRT_COLLECTIVE_ALL_REDUCE:
         call = "ncclAllReduce";
-        r = lib->AllReduce(send, recv, n, type.nccl, op, c->comm, *stream);
+        r = lib->AllReduce(send, recv, n, type, op, c->comm, *stream);
         break;
       case SPARKRT_COLLECTIVE_ALL_GATHER:
         call = "ncclAllGather";
-        r = lib->AllGather(send, recv, n, type.nccl, c->comm, *stream);
+        r = lib->AllGather(send, recv, n, type, c->comm, *stream);
         break;
       case SPARKRT_COLLECTIVE_REDUCE_SCATTER:
         call = "ncclReduceScatter";
-        r = lib->ReduceScatter(send, recv, n, type.nccl, op, c->comm, *stream);
+        r = lib->ReduceScatter(send, recv, n, type, op, c->comm, *stream);
         break;
       case SPARKRT_COLLECTIVE_BROADCAST:
         call = "ncclBroadcast";
-        r = lib->Broadcast(send, recv, n, type.nccl, a.peer, c->comm, *stream);
+        r = lib->Broadcast(send, recv, n, type, a.peer, c->comm, *stream);
         break;
       case SPARKRT_COLLECTIVE_SEND:
         call = "ncclSend";
-        r = lib->Send(send, n, type.nccl, a.peer, c->comm, *stream);
+        r = lib->Send(send, n, type, a.peer, c->comm, *stream);
         break;
       case SPARKRT_COLLECTIVE_RECV:
         call = "ncclRecv";
-        r = lib->Recv(recv, n, type.nccl, a.peer, c->comm, *stream);
+        r = lib->Recv(recv, n, type, a.peer, c->comm, *stream);
         break;
     }
     if (r == nccl::kSuccess) [[likely]]
@@ -420,63 +432,19 @@ absl::Status collective(SparkrtCollectiveArgs& a) {
   });
 }
 
-absl::Status group_start() {
+absl::Status CudaCollectives::group_start() {
   SPARKRT_ASSIGN_OR_RETURN(const nccl::Library* lib, library_for("group_start"));
   return on_device(nullptr, [&] {
     return nccl::check(*lib, lib->GroupStart(), "ncclGroupStart", "collectives group_start");
   });
 }
 
-absl::Status group_end() {
+absl::Status CudaCollectives::group_end() {
   SPARKRT_ASSIGN_OR_RETURN(const nccl::Library* lib, library_for("group_end"));
   // NCCL issues the group's calls here, switching to each rank's device.
   return on_device(nullptr, [&] {
     return nccl::check(*lib, lib->GroupEnd(), "ncclGroupEnd", "collectives group_end");
   });
-}
-
-// ---- the C table --------------------------------------------------------
-
-using sdk::detail::guard;
-
-SparkrtError* c_library(SparkrtCollectivesLibraryArgs* a) {
-  return guard("collectives library", a, SPARKRT_COLLECTIVES_LIBRARY_ARGS_SIZE,
-               [&] { return library(*a); });
-}
-SparkrtError* c_get_unique_id(SparkrtUniqueIdArgs* a) {
-  return guard("collectives get_unique_id", a, SPARKRT_UNIQUE_ID_ARGS_SIZE,
-               [&] { return get_unique_id(*a); });
-}
-SparkrtError* c_comm_init_all(SparkrtCommInitAllArgs* a) {
-  return guard("collectives comm_init_all", a, SPARKRT_COMM_INIT_ALL_ARGS_SIZE,
-               [&] { return comm_init_all(*a); });
-}
-SparkrtError* c_comm_init_rank(SparkrtCommInitRankArgs* a) {
-  return guard("collectives comm_init_rank", a, SPARKRT_COMM_INIT_RANK_ARGS_SIZE,
-               [&] { return comm_init_rank(*a); });
-}
-SparkrtError* c_comm_destroy(SparkrtCommArgs* a) {
-  return guard("collectives comm_destroy", a, SPARKRT_COMM_ARGS_SIZE,
-               [&] { return comm_destroy(*a); });
-}
-SparkrtError* c_comm_abort(SparkrtCommArgs* a) {
-  return guard("collectives comm_abort", a, SPARKRT_COMM_ARGS_SIZE,
-               [&] { return comm_abort(*a); });
-}
-SparkrtError* c_comm_status(SparkrtCommArgs* a) {
-  return guard("collectives comm_status", a, SPARKRT_COMM_ARGS_SIZE,
-               [&] { return comm_status(*a); });
-}
-SparkrtError* c_collective(SparkrtCollectiveArgs* a) {
-  return guard("collectives collective", a, SPARKRT_COLLECTIVE_ARGS_SIZE,
-               [&] { return collective(*a); });
-}
-SparkrtError* c_group_start(SparkrtGroupArgs* a) {
-  return guard("collectives group_start", a, SPARKRT_GROUP_ARGS_SIZE,
-               [&] { return group_start(); });
-}
-SparkrtError* c_group_end(SparkrtGroupArgs* a) {
-  return guard("collectives group_end", a, SPARKRT_GROUP_ARGS_SIZE, [&] { return group_end(); });
 }
 
 }  // namespace
@@ -499,26 +467,8 @@ void release_communicators(const CudaDevice* device) noexcept {
   }
 }
 
-const SparkrtCollectivesExtension* collectives_extension(SparkrtErrorCodeFn error_code,
-                                                         SparkrtErrorMessageFn error_message,
-                                                         SparkrtErrorDestroyFn error_destroy) {
-  static const SparkrtCollectivesExtension table = {
-      SPARKRT_COLLECTIVES_EXTENSION_SIZE,
-      error_code,
-      error_message,
-      error_destroy,
-      &c_library,
-      &c_get_unique_id,
-      &c_comm_init_all,
-      &c_comm_init_rank,
-      &c_comm_destroy,
-      &c_comm_abort,
-      &c_comm_status,
-      &c_collective,
-      &c_group_start,
-      &c_group_end,
-  };
-  return &table;
+const SparkrtCollectivesExtension* collectives_extension() {
+  return sdk::collectives_extension<CudaCollectives>();
 }
 
 }  // namespace sparkrt::cuda

@@ -10,11 +10,9 @@ namespace sparkrt::cuda {
 class CudaDevice;
 
 // The table, built once and returned whether or not NCCL can be loaded (its
-// calls then fail with FailedPrecondition). The error helpers are the plugin
-// table's own, so errors from either are released the same way.
-const SparkrtCollectivesExtension* collectives_extension(SparkrtErrorCodeFn error_code,
-                                                         SparkrtErrorMessageFn error_message,
-                                                         SparkrtErrorDestroyFn error_destroy);
+// calls then fail with FailedPrecondition). Its error functions are the SDK's,
+// as the plugin table's are, so errors from either are released the same way.
+const SparkrtCollectivesExtension* collectives_extension();
 
 // Aborts every communicator still open on `device` and retires its handle.
 // Called while the device closes, before its memory and streams go, so no

@@ -6,6 +6,7 @@
 // Measures
 //   - host submit time per launch of empty_10_args (10 arguments): raw
 //     cuLaunchKernel vs sparkrt's KernelLaunch (median over batches; goal:
+//     ratio <= 1.05), the C API's sparkrt_launch vs KernelLaunch (goal:
 //     ratio <= 1.05), and heap allocations per sparkrt launch;
 //   - CUDA graph replay time per kernel, through sparkrt.graph.v1 and raw;
 //   - module load time: first lookup through sparkrt, raw cubin load, raw
@@ -32,6 +33,7 @@
 #include "driver_api.h"
 #include "sparkrt/extensions/graph.h"
 #include "sparkrt/sparkrt.h"
+#include "sparkrt/sparkrt_c.h"
 #include "sparkrt/verify/median.h"
 
 // ---- heap allocation counter (covers libsparkrt and the plugin too) -------------
@@ -67,6 +69,12 @@ double seconds_since(Clock::time_point t0) {
 
 void ok(const absl::Status& s, const char* what) {
   if (!s.ok()) die(std::string(what) + ": " + std::string(s.ToString()));
+}
+void c_ok(sparkrt_status* s, const char* what) {
+  if (s == nullptr) return;
+  const std::string message = sparkrt_status_message(s);
+  sparkrt_status_free(s);
+  die(std::string(what) + ": " + message);
 }
 template <typename T>
 T ok(absl::StatusOr<T> s, const char* what) {
@@ -300,6 +308,22 @@ int main(int argc, char** argv) {
       .arg(e)
       .arg(f);
 
+  // The same launch through the C API, on a device it opened itself.
+  sparkrt_device* c_dev = nullptr;
+  const sparkrt_open_options c_options{SPARKRT_C_OPEN_OPTIONS_SIZE, "cuda", 0};
+  c_ok(sparkrt_device_open(&c_options, &c_dev), "sparkrt_device_open");
+  sparkrt_kernel* c_kernel = nullptr;
+  c_ok(sparkrt_kernel_get(c_dev, "vector_ops", "empty_10_args", &c_kernel), "sparkrt_kernel_get");
+  SparkrtStream c_stream = 0;
+  c_ok(sparkrt_stream_create(c_dev, &c_stream), "sparkrt_stream_create");
+  const sparkrt_launch_config c_config{SPARKRT_C_LAUNCH_CONFIG_SIZE, {1, 1, 1}, {32, 1, 1}, 0,
+                                       c_stream};
+  const sparkrt_arg c_args[] = {sparkrt_arg_ptr(p0.addr), sparkrt_arg_ptr(p1.addr),
+                                sparkrt_arg_ptr(p2.addr), sparkrt_arg_ptr(p3.addr),
+                                sparkrt_arg_u32(a),       sparkrt_arg_u32(b),
+                                sparkrt_arg_u32(c),       sparkrt_arg_u64(dd),
+                                sparkrt_arg_f32(e),       sparkrt_arg_f32(f)};
+
   struct Variant {
     const char* name;
     std::function<void()> launch;
@@ -345,6 +369,10 @@ int main(int argc, char** argv) {
       {"sparkrt prebuilt launch (buffer mode)",
        [&] { ok(prebuilt.launch(stream), "launch"); },
        sp_sync,
+       {}},
+      {"sparkrt C API sparkrt_launch (buffer mode)",
+       [&] { c_ok(sparkrt_launch(c_kernel, &c_config, c_args, 10), "sparkrt_launch"); },
+       [&] { c_ok(sparkrt_stream_synchronize(c_dev, c_stream), "sparkrt_stream_synchronize"); },
        {}},
   };
   // Warm-up, then interleaved batches so drift hits every variant alike.
@@ -496,8 +524,11 @@ int main(int argc, char** argv) {
                 double(v.allocations) / (double(args.batch) * args.reps));
   }
   const double ratio = sparkrt_us / raw_us;
-  std::printf("=> sparkrt/raw submit ratio %.3f (goal <= 1.05): %s\n\n", ratio,
+  std::printf("=> sparkrt/raw submit ratio %.3f (goal <= 1.05): %s\n", ratio,
               ratio <= 1.05 ? "met" : "NOT met");
+  const double c_ratio = median(variants[6].per_launch_us) / sparkrt_us;
+  std::printf("=> C API/KernelLaunch submit ratio %.3f (goal <= 1.05): %s\n\n", c_ratio,
+              c_ratio <= 1.05 ? "met" : "NOT met");
 
   std::printf("%-42s %12s %12s\n", "graph replay, 1000 kernels", "us/kernel", "submit us");
   std::printf("%-42s %12.3f %12.2f\n", "sparkrt.graph.v1", median(graph_sparkrt_us),
@@ -526,7 +557,8 @@ int main(int argc, char** argv) {
   json.num("launch_batch", args.batch);
   json.num("launch_reps", args.reps);
   const char* keys[] = {"raw_params",     "raw_get_current",  "raw_extra",
-                        "sparkrt_buffer", "sparkrt_pointers", "sparkrt_prebuilt"};
+                        "sparkrt_buffer", "sparkrt_pointers", "sparkrt_prebuilt",
+                        "sparkrt_c_api"};
   for (size_t i = 0; i < variants.size(); ++i) {
     json.num(std::string("launch_us_") + keys[i], median(variants[i].per_launch_us));
     json.num(std::string("launch_us_min_") + keys[i],
@@ -536,6 +568,7 @@ int main(int argc, char** argv) {
   }
   json.num("launch_ratio_sparkrt_vs_raw", ratio);
   json.num("launch_ratio_pointers_vs_raw", median(variants[4].per_launch_us) / raw_us);
+  json.num("launch_ratio_c_api_vs_kernel_launch", c_ratio);
   json.num("graph_us_per_kernel_sparkrt", median(graph_sparkrt_us));
   json.num("graph_us_per_kernel_raw", median(graph_raw_us));
   json.num("graph_submit_us_sparkrt", median(graph_submit_sparkrt_us));
@@ -569,6 +602,8 @@ int main(int argc, char** argv) {
   cu(raw.d.StreamDestroy(raw_stream), "cuStreamDestroy");
   cu(raw.d.ModuleUnload(raw_module), "cuModuleUnload");
   ok(dev->free_host(host), "free_host");
+  c_ok(sparkrt_stream_destroy(c_dev, c_stream), "sparkrt_stream_destroy");
+  c_ok(sparkrt_device_close(c_dev), "sparkrt_device_close");
   ok(dev_ptrs->close(), "close");
   ok(dev->close(), "close");
   cu(raw.d.DevicePrimaryCtxRelease(cudev), "cuDevicePrimaryCtxRelease");

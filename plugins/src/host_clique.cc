@@ -15,17 +15,6 @@
 
 namespace sparkrt::sdk::clique {
 
-size_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case SPARKRT_DTYPE_U8: return 1;
-    case SPARKRT_DTYPE_I32: return 4;
-    case SPARKRT_DTYPE_F16: return 2;
-    case SPARKRT_DTYPE_BF16: return 2;
-    case SPARKRT_DTYPE_F32: return 4;
-  }
-  return 0;
-}
-
 namespace {
 
 bool reduces(int32_t kind) {
@@ -43,7 +32,7 @@ absl::StatusOr<Sizes> op_sizes(const OpDesc& d, int rank, int num_ranks) {
   if (d.kind < SPARKRT_COLLECTIVE_ALL_REDUCE || d.kind > SPARKRT_COLLECTIVE_RECV)
     return absl::InvalidArgumentError(absl::StrFormat(
         "collective: kind %d is not a SparkrtCollectiveKind (1..6)", d.kind));
-  const size_t es = dtype_size(d.dtype);
+  const size_t es = sparkrt_dtype_size(d.dtype);
   if (es == 0)
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: dtype %d is not a SparkrtDataType (u8=1, i32=2, f16=3, bf16=4, f32=5)", name,
@@ -166,7 +155,7 @@ void reduce(int32_t dtype, int32_t op, const std::vector<const std::byte*>& in, 
     case SPARKRT_DTYPE_F32:
     case SPARKRT_DTYPE_F16:
     case SPARKRT_DTYPE_BF16: {
-      const size_t es = dtype_size(dtype);
+      const size_t es = sparkrt_dtype_size(dtype);
       auto get = [&](const std::byte* p) {
         if (dtype == SPARKRT_DTYPE_F32) return load<float>(p);
         const uint16_t h = load<uint16_t>(p);
@@ -305,7 +294,7 @@ void Hub::finish_slot(Slot& slot, uint64_t seq, Done& done) {
     }
   }
   const size_t n = size_t(num_ranks_);
-  const size_t es = dtype_size(d0.dtype);
+  const size_t es = sparkrt_dtype_size(d0.dtype);
   const size_t one = size_t(d0.count) * es;
   auto buffer = std::make_shared<std::vector<std::byte>>();
   std::vector<const std::byte*> in;

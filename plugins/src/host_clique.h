@@ -40,8 +40,6 @@ struct OpDesc {
   uint64_t count = 0;
 };
 
-size_t dtype_size(int32_t dtype);  // 0 outside the enum
-
 // Bytes rank `rank` contributes and receives; InvalidArgument for a
 // descriptor that is not valid in a clique of `num_ranks` (unknown kind,
 // dtype or op, a root or peer out of range, sizes that overflow).

@@ -1,7 +1,8 @@
-// sparkrt.collectives.v1 for host backends: the C table, the communicator
-// table, groups, and the checked moves between device memory and the staged
-// host buffers. The matching and arithmetic are host_clique.cc's, the
-// transport across processes host_clique_socket.cc's.
+// sparkrt.collectives.v1 for host backends: the calls behind the C table
+// (which sdk/collectives_adapter.h makes), the communicator table, groups,
+// and the checked moves between device memory and the staged host buffers.
+// The matching and arithmetic are host_clique.cc's, the transport across
+// processes host_clique_socket.cc's.
 #include "sparkrt/sdk/host_collectives.h"
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "host_clique.h"
 #include "sparkrt/abi_names.h"
+#include "sparkrt/sdk/collectives_adapter.h"
 
 namespace sparkrt::sdk {
 namespace {
@@ -276,241 +278,209 @@ struct Group {
 // (or run after it is unloaded).
 thread_local Group* t_group = nullptr;
 
-// ---- the table ------------------------------------------------------------------
+// ---- the calls ------------------------------------------------------------------
 
-template <typename Args, typename Fn>
-SparkrtError* call(const char* name, Args* a, size_t needed, Fn&& fn) noexcept {
-  return detail::guard(name, a, needed, std::forward<Fn>(fn));
+struct HostCollectives {
+  static absl::Status library(SparkrtCollectivesLibraryArgs& a);
+  static absl::Status get_unique_id(SparkrtUniqueIdArgs& a);
+  static absl::Status comm_init_all(SparkrtCommInitAllArgs& a);
+  static absl::Status comm_init_rank(SparkrtCommInitRankArgs& a);
+  static absl::Status comm_destroy(SparkrtComm comm);
+  static absl::Status comm_abort(SparkrtComm comm);
+  static absl::Status comm_status(SparkrtComm comm);
+  static absl::Status collective(const SparkrtCollectiveArgs& a);
+  static absl::Status group_start();
+  static absl::Status group_end();
+};
+
+absl::Status HostCollectives::library(SparkrtCollectivesLibraryArgs& a) {
+  std::snprintf(a.name, sizeof a.name, "%s", "sparkrt host collectives");
+  a.version = 1;
+  return absl::OkStatus();
 }
 
-SparkrtError* library(SparkrtCollectivesLibraryArgs* a) {
-  return call("library", a, SPARKRT_COLLECTIVES_LIBRARY_ARGS_SIZE, [&] {
-    std::snprintf(a->name, sizeof a->name, "%s", "sparkrt host collectives");
-    a->version = 1;
-    return absl::OkStatus();
-  });
-}
-
-SparkrtError* get_unique_id(SparkrtUniqueIdArgs* a) {
-  return call("get_unique_id", a, SPARKRT_UNIQUE_ID_ARGS_SIZE, [&]() -> absl::Status {
-    State& s = state();
-    std::vector<ServerEntry> finished;
-    std::string backend;
-    {
-      std::lock_guard lock(s.mu);
-      if (auto d = find_device_locked(s, a->device, "get_unique_id", "device"); !d.ok())
-        return d.status();
-      finished = take_finished_servers_locked(s);
-      backend = s.backend;
-    }
-    for (auto& e : finished) clique::stop_server(*e.server);
-    SparkrtUniqueId id{};
-    auto server = clique::start_server(backend, id);
-    if (!server.ok()) return server.status();
-    {
-      std::lock_guard lock(s.mu);
-      // A device closed meanwhile (a misuse) must not leave its server behind.
-      if (s.devices.contains(reinterpret_cast<Device*>(a->device))) {
-        s.servers.push_back(ServerEntry{reinterpret_cast<Device*>(a->device), *server});
-        a->id = id;
-        return absl::OkStatus();
-      }
-    }
-    clique::stop_server(**server);
-    return absl::FailedPreconditionError("get_unique_id: the device was closed during the call");
-  });
-}
-
-SparkrtError* comm_init_all(SparkrtCommInitAllArgs* a) {
-  return call("comm_init_all", a, SPARKRT_COMM_INIT_ALL_ARGS_SIZE, [&]() -> absl::Status {
-    if (a->num_devices < 1 || a->num_devices > clique::kMaxRanks)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "comm_init_all: num_devices %d is out of 1..%d", a->num_devices, clique::kMaxRanks));
-    if (a->devices == nullptr || a->comms == nullptr)
-      return absl::InvalidArgumentError("comm_init_all: null devices or comms array");
-    State& s = state();
+absl::Status HostCollectives::get_unique_id(SparkrtUniqueIdArgs& a) {
+  State& s = state();
+  std::vector<ServerEntry> finished;
+  std::string backend;
+  {
     std::lock_guard lock(s.mu);
-    std::vector<HostCollectiveDevice*> devices;
-    std::map<int, int> by_index;  // device index -> position
-    for (int i = 0; i < a->num_devices; ++i) {
-      auto d = find_device_locked(s, a->devices[i], "comm_init_all",
-                                  absl::StrFormat("devices[%d]", i));
-      if (!d.ok()) return d.status();
-      const int index = (*d)->collective_device_index();
-      if (auto [it, fresh] = by_index.emplace(index, i); !fresh)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "comm_init_all: devices[%d] has device index %d, as devices[%d] does; each rank "
-            "needs a device of its own index (open indices 0..N-1, SPARKRT_HOST_DEVICES sets N)",
-            i, index, it->second));
-      devices.push_back(*d);
-    }
-    auto hub = std::make_shared<clique::Hub>(a->num_devices);
-    for (int i = 0; i < a->num_devices; ++i)
-      a->comms[i] = add_comm_locked(s, i, a->num_devices, devices[size_t(i)],
-                                    clique::in_process_link(hub, i));
-    return absl::OkStatus();
-  });
-}
-
-SparkrtError* comm_init_rank(SparkrtCommInitRankArgs* a) {
-  return call("comm_init_rank", a, SPARKRT_COMM_INIT_RANK_ARGS_SIZE, [&]() -> absl::Status {
-    if (t_group != nullptr)
-      return absl::FailedPreconditionError(
-          "comm_init_rank: called between group_start and group_end; it waits for every rank "
-          "to join, so call it outside a group");
-    if (a->num_ranks < 1 || a->num_ranks > clique::kMaxRanks || a->rank < 0 ||
-        a->rank >= a->num_ranks)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "comm_init_rank: rank %d of %d ranks is impossible (1..%d ranks, 0 <= rank < "
-          "num_ranks)",
-          a->rank, a->num_ranks, clique::kMaxRanks));
-    auto timeout = collective_timeout();
-    if (!timeout.ok()) return timeout.status();
-    State& s = state();
-    HostCollectiveDevice* device;
-    std::string backend;
-    {
-      std::lock_guard lock(s.mu);
-      auto d = find_device_locked(s, a->device, "comm_init_rank", "device");
-      if (!d.ok()) return d.status();
-      device = *d;
-      backend = s.backend;
-    }
-    auto link = clique::join_clique(backend, a->id, a->num_ranks, a->rank, *timeout);
-    if (!link.ok()) return link.status();
+    if (auto d = find_device_locked(s, a.device, "get_unique_id", "device"); !d.ok())
+      return d.status();
+    finished = take_finished_servers_locked(s);
+    backend = s.backend;
+  }
+  for (auto& e : finished) clique::stop_server(*e.server);
+  SparkrtUniqueId id{};
+  auto server = clique::start_server(backend, id);
+  if (!server.ok()) return server.status();
+  {
     std::lock_guard lock(s.mu);
-    a->comm = add_comm_locked(s, a->rank, a->num_ranks, device, *std::move(link));
-    return absl::OkStatus();
-  });
-}
-
-SparkrtError* comm_destroy(SparkrtCommArgs* a) {
-  return call("comm_destroy", a, SPARKRT_COMM_ARGS_SIZE, [&]() -> absl::Status {
-    std::shared_ptr<Comm> c;
-    {
-      State& s = state();
-      std::lock_guard lock(s.mu);
-      auto it = s.comms.find(a->comm);
-      if (it == s.comms.end()) return unknown_comm_locked(s, a->comm, "comm_destroy");
-      c = std::move(it->second);
-      s.comms.erase(it);
-    }
-    c->link->leave();
-    return absl::OkStatus();
-  });
-}
-
-SparkrtError* comm_abort(SparkrtCommArgs* a) {
-  return call("comm_abort", a, SPARKRT_COMM_ARGS_SIZE, [&]() -> absl::Status {
-    auto c = find_comm(a->comm, "comm_abort");
-    if (!c.ok()) return c.status();
-    (*c)->link->abort(absl::AbortedError(absl::StrFormat(
-        "the clique was aborted: comm_abort was called on rank %d", (*c)->rank)));
-    return absl::OkStatus();
-  });
-}
-
-SparkrtError* comm_status(SparkrtCommArgs* a) {
-  return call("comm_status", a, SPARKRT_COMM_ARGS_SIZE, [&]() -> absl::Status {
-    auto c = find_comm(a->comm, "comm_status");
-    if (!c.ok()) return c.status();
-    return (*c)->link->status();
-  });
-}
-
-SparkrtError* collective(SparkrtCollectiveArgs* a) {
-  return call("collective", a, SPARKRT_COLLECTIVE_ARGS_SIZE, [&]() -> absl::Status {
-    auto c = find_comm(a->comm, abi_collective_kind_name(raw(a->kind)));
-    if (!c.ok()) {
-      if (t_group != nullptr && t_group->error.ok()) t_group->error = c.status();
-      return c.status();
-    }
-    Op op;
-    op.comm = *c;
-    op.args = *a;
-    op.args.struct_size = sizeof op.args;
-    absl::Status s = check(op);
-    auto timeout = collective_timeout();
-    if (s.ok() && !timeout.ok()) s = timeout.status();
-    if (!s.ok()) {
-      record(op, s.code());
-      if (t_group != nullptr && t_group->error.ok()) t_group->error = s;
-      return s;
-    }
-    if (t_group != nullptr) {
-      t_group->ops.push_back(std::move(op));
+    // A device closed meanwhile (a misuse) must not leave its server behind.
+    if (s.devices.contains(reinterpret_cast<Device*>(a.device))) {
+      s.servers.push_back(ServerEntry{reinterpret_cast<Device*>(a.device), *server});
+      a.id = id;
       return absl::OkStatus();
     }
-    s = stage(op);
-    if (s.ok()) {
-      post(op, *timeout);
-      s = complete(op, *timeout);
-    }
-    record(op, s.code());
-    return s;
-  });
-}
-
-SparkrtError* group_start(SparkrtGroupArgs* a) {
-  return call("group_start", a, SPARKRT_GROUP_ARGS_SIZE, [&] {
-    if (t_group == nullptr) t_group = new Group;
-    ++t_group->depth;
-    return absl::OkStatus();
-  });
-}
-
-SparkrtError* group_end(SparkrtGroupArgs* a) {
-  return call("group_end", a, SPARKRT_GROUP_ARGS_SIZE, [&]() -> absl::Status {
-    if (t_group == nullptr)
-      return absl::FailedPreconditionError("group_end: no group is open on this thread (call "
-                                           "group_start first)");
-    if (--t_group->depth > 0) return absl::OkStatus();
-    std::unique_ptr<Group> g(t_group);
-    t_group = nullptr;
-    if (!g->error.ok())
-      return absl::Status(g->error.code(),
-                          absl::StrCat("group_end: nothing in the group was issued, because a call "
-                                       "in it failed: ",
-                                       g->error.message()));
-    auto timeout = collective_timeout();
-    if (!timeout.ok()) return timeout.status();
-    // Every contribution is staged before anything is posted, so a failure
-    // leaves every clique as it was.
-    for (Op& op : g->ops) {
-      if (absl::Status s = stage(op); !s.ok()) {
-        record(op, s.code());
-        return absl::Status(s.code(), absl::StrCat("group_end: nothing in the group was issued: ",
-                                                   s.message()));
-      }
-    }
-    for (Op& op : g->ops) post(op, *timeout);
-    absl::Status first;
-    for (Op& op : g->ops) {
-      absl::Status s = complete(op, *timeout);
-      record(op, s.code());
-      if (first.ok()) first = s;
-    }
-    return first;
-  });
-}
-
-int32_t error_code(const SparkrtError* e) {
-  if (e == detail::out_of_memory_error())
-    return reinterpret_cast<const detail::StaticError*>(e)->code;
-  return reinterpret_cast<const detail::Error*>(e)->code;
-}
-void error_message(const SparkrtError* e, const char** msg, size_t* size) {
-  if (e == detail::out_of_memory_error()) {
-    *msg = reinterpret_cast<const detail::StaticError*>(e)->message;
-    *size = reinterpret_cast<const detail::StaticError*>(e)->size;
-    return;
   }
-  const auto* err = reinterpret_cast<const detail::Error*>(e);
-  *msg = err->message.data();
-  *size = err->message.size();
+  clique::stop_server(**server);
+  return absl::FailedPreconditionError("get_unique_id: the device was closed during the call");
 }
-void error_destroy(SparkrtError* e) {
-  if (e != detail::out_of_memory_error()) delete reinterpret_cast<detail::Error*>(e);
+
+absl::Status HostCollectives::comm_init_all(SparkrtCommInitAllArgs& a) {
+  if (a.num_devices < 1 || a.num_devices > clique::kMaxRanks)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "comm_init_all: num_devices %d is out of 1..%d", a.num_devices, clique::kMaxRanks));
+  if (a.devices == nullptr || a.comms == nullptr)
+    return absl::InvalidArgumentError("comm_init_all: null devices or comms array");
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  std::vector<HostCollectiveDevice*> devices;
+  std::map<int, int> by_index;  // device index -> position
+  for (int i = 0; i < a.num_devices; ++i) {
+    auto d = find_device_locked(s, a.devices[i], "comm_init_all",
+                                absl::StrFormat("devices[%d]", i));
+    if (!d.ok()) return d.status();
+    const int index = (*d)->collective_device_index();
+    if (auto [it, fresh] = by_index.emplace(index, i); !fresh)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "comm_init_all: devices[%d] has device index %d, as devices[%d] does; each rank "
+          "needs a device of its own index (open indices 0..N-1, SPARKRT_HOST_DEVICES sets N)",
+          i, index, it->second));
+    devices.push_back(*d);
+  }
+  auto hub = std::make_shared<clique::Hub>(a.num_devices);
+  for (int i = 0; i < a.num_devices; ++i)
+    a.comms[i] = add_comm_locked(s, i, a.num_devices, devices[size_t(i)],
+                                 clique::in_process_link(hub, i));
+  return absl::OkStatus();
+}
+
+absl::Status HostCollectives::comm_init_rank(SparkrtCommInitRankArgs& a) {
+  if (t_group != nullptr)
+    return absl::FailedPreconditionError(
+        "comm_init_rank: called between group_start and group_end; it waits for every rank "
+        "to join, so call it outside a group");
+  if (a.num_ranks < 1 || a.num_ranks > clique::kMaxRanks || a.rank < 0 || a.rank >= a.num_ranks)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "comm_init_rank: rank %d of %d ranks is impossible (1..%d ranks, 0 <= rank < "
+        "num_ranks)",
+        a.rank, a.num_ranks, clique::kMaxRanks));
+  auto timeout = collective_timeout();
+  if (!timeout.ok()) return timeout.status();
+  State& s = state();
+  HostCollectiveDevice* device;
+  std::string backend;
+  {
+    std::lock_guard lock(s.mu);
+    auto d = find_device_locked(s, a.device, "comm_init_rank", "device");
+    if (!d.ok()) return d.status();
+    device = *d;
+    backend = s.backend;
+  }
+  auto link = clique::join_clique(backend, a.id, a.num_ranks, a.rank, *timeout);
+  if (!link.ok()) return link.status();
+  std::lock_guard lock(s.mu);
+  a.comm = add_comm_locked(s, a.rank, a.num_ranks, device, *std::move(link));
+  return absl::OkStatus();
+}
+
+absl::Status HostCollectives::comm_destroy(SparkrtComm comm) {
+  std::shared_ptr<Comm> c;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mu);
+    auto it = s.comms.find(comm);
+    if (it == s.comms.end()) return unknown_comm_locked(s, comm, "comm_destroy");
+    c = std::move(it->second);
+    s.comms.erase(it);
+  }
+  c->link->leave();
+  return absl::OkStatus();
+}
+
+absl::Status HostCollectives::comm_abort(SparkrtComm comm) {
+  auto c = find_comm(comm, "comm_abort");
+  if (!c.ok()) return c.status();
+  (*c)->link->abort(absl::AbortedError(
+      absl::StrFormat("the clique was aborted: comm_abort was called on rank %d", (*c)->rank)));
+  return absl::OkStatus();
+}
+
+absl::Status HostCollectives::comm_status(SparkrtComm comm) {
+  auto c = find_comm(comm, "comm_status");
+  if (!c.ok()) return c.status();
+  return (*c)->link->status();
+}
+
+absl::Status HostCollectives::collective(const SparkrtCollectiveArgs& a) {
+  auto c = find_comm(a.comm, abi_collective_kind_name(raw(a.kind)));
+  if (!c.ok()) {
+    if (t_group != nullptr && t_group->error.ok()) t_group->error = c.status();
+    return c.status();
+  }
+  Op op;
+  op.comm = *c;
+  op.args = a;
+  op.args.struct_size = sizeof op.args;
+  absl::Status s = check(op);
+  auto timeout = collective_timeout();
+  if (s.ok() && !timeout.ok()) s = timeout.status();
+  if (!s.ok()) {
+    record(op, s.code());
+    if (t_group != nullptr && t_group->error.ok()) t_group->error = s;
+    return s;
+  }
+  if (t_group != nullptr) {
+    t_group->ops.push_back(std::move(op));
+    return absl::OkStatus();
+  }
+  s = stage(op);
+  if (s.ok()) {
+    post(op, *timeout);
+    s = complete(op, *timeout);
+  }
+  record(op, s.code());
+  return s;
+}
+
+absl::Status HostCollectives::group_start() {
+  if (t_group == nullptr) t_group = new Group;
+  ++t_group->depth;
+  return absl::OkStatus();
+}
+
+absl::Status HostCollectives::group_end() {
+  if (t_group == nullptr)
+    return absl::FailedPreconditionError("group_end: no group is open on this thread (call "
+                                         "group_start first)");
+  if (--t_group->depth > 0) return absl::OkStatus();
+  std::unique_ptr<Group> g(t_group);
+  t_group = nullptr;
+  if (!g->error.ok())
+    return absl::Status(g->error.code(),
+                        absl::StrCat("group_end: nothing in the group was issued, because a call "
+                                     "in it failed: ",
+                                     g->error.message()));
+  auto timeout = collective_timeout();
+  if (!timeout.ok()) return timeout.status();
+  // Every contribution is staged before anything is posted, so a failure
+  // leaves every clique as it was.
+  for (Op& op : g->ops) {
+    if (absl::Status s = stage(op); !s.ok()) {
+      record(op, s.code());
+      return absl::Status(s.code(), absl::StrCat("group_end: nothing in the group was issued: ",
+                                                 s.message()));
+    }
+  }
+  for (Op& op : g->ops) post(op, *timeout);
+  absl::Status first;
+  for (Op& op : g->ops) {
+    absl::Status s = complete(op, *timeout);
+    record(op, s.code());
+    if (first.ok()) first = s;
+  }
+  return first;
 }
 
 }  // namespace
@@ -566,23 +536,7 @@ const SparkrtCollectivesExtension* host_collectives_extension(const char* backen
       s.named = true;
     }
   }
-  static const SparkrtCollectivesExtension table = {
-      SPARKRT_COLLECTIVES_EXTENSION_SIZE,
-      &error_code,
-      &error_message,
-      &error_destroy,
-      &library,
-      &get_unique_id,
-      &comm_init_all,
-      &comm_init_rank,
-      &comm_destroy,
-      &comm_abort,
-      &comm_status,
-      &collective,
-      &group_start,
-      &group_end,
-  };
-  return &table;
+  return collectives_extension<HostCollectives>();
 }
 
 void shutdown_host_collectives() noexcept {

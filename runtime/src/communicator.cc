@@ -60,16 +60,12 @@ bool valid_op(ReduceOp op) {
 
 }  // namespace
 
-size_t data_type_size(DataType type) {
-  switch (type) {
-    case DataType::kU8: return 1;
-    case DataType::kF16:
-    case DataType::kBF16: return 2;
-    case DataType::kI32:
-    case DataType::kF32: return 4;
-  }
-  return 0;
-}
+// DataType is SparkrtDataType by value (the calls pass it through a cast).
+static_assert(int(DataType::kU8) == SPARKRT_DTYPE_U8 && int(DataType::kI32) == SPARKRT_DTYPE_I32 &&
+              int(DataType::kF16) == SPARKRT_DTYPE_F16 &&
+              int(DataType::kBF16) == SPARKRT_DTYPE_BF16 && int(DataType::kF32) == SPARKRT_DTYPE_F32);
+
+size_t data_type_size(DataType type) { return sparkrt_dtype_size(static_cast<int32_t>(type)); }
 
 std::string_view data_type_name(DataType type) {
   return abi_data_type_name(static_cast<int32_t>(type));

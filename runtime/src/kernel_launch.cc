@@ -194,6 +194,10 @@ absl::Status KernelLaunch::launch(Stream stream) const {
         "%s: kernel was resolved on another device; resolve it on this one", sig.entry));
   if (s.closed)
     return absl::FailedPreconditionError(absl::StrFormat("%s: device is closed", sig.entry));
+  if (bad_align_ != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: a struct argument is aligned to %d bytes; give a power of two from 1 to 128",
+        sig.entry, bad_align_ == UINT32_MAX ? 0 : bad_align_));
   if (overflow_)
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: more than %d arguments or %d bytes of parameters given", sig.entry, kMaxArgs,

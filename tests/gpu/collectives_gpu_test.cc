@@ -1,9 +1,12 @@
 // sparkrt.collectives.v1 on cuda, through real NCCL, spoken through the C
 // table (Device::extension_as). NCCL is found as the backend finds it:
 // SPARKRT_NCCL_LIBRARY (given with --set-env) or the loader's search path.
-// Without NCCL the cases that need it say SKIPPED and pass, unless
-// SPARKRT_NCCL_LIBRARY was given: then a missing NCCL fails them. The cases
-// over several GPUs say SKIPPED where fewer than two are visible.
+// The cases that need NCCL are test suite "nccl" (one GPU: single-rank
+// communicators) and "nccl_multi_gpu" (two GPUs or more). Where NCCL does
+// not load, or fewer than two GPUs are visible, gpu_main.cc leaves the suite
+// out with the reason printed (doctest counts its cases as skipped; a run
+// with nothing left exits 77), unless SPARKRT_NCCL_LIBRARY was given: then a
+// missing NCCL fails the cases.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -94,6 +97,17 @@ double element(const Type& t, const std::vector<uint8_t>& v, size_t i) {
 
 // ---- the table ------------------------------------------------------------
 
+// The table's error as a Status, released.
+absl::Status take_status(const SparkrtCollectivesExtension& t, SparkrtError* e) {
+  if (e == nullptr) return absl::OkStatus();
+  const char* msg = nullptr;
+  size_t size = 0;
+  t.error_message(e, &msg, &size);
+  absl::Status s(static_cast<absl::StatusCode>(t.error_code(e)), std::string(msg, size));
+  t.error_destroy(e);
+  return s;
+}
+
 class Collectives {
  public:
   explicit Collectives(const Device& dev)
@@ -104,15 +118,7 @@ class Collectives {
 
   const SparkrtCollectivesExtension& t() const { return *t_; }
 
-  absl::Status status(SparkrtError* e) const {
-    if (e == nullptr) return absl::OkStatus();
-    const char* msg = nullptr;
-    size_t size = 0;
-    t_->error_message(e, &msg, &size);
-    absl::Status s(static_cast<absl::StatusCode>(t_->error_code(e)), std::string(msg, size));
-    t_->error_destroy(e);
-    return s;
-  }
+  absl::Status status(SparkrtError* e) const { return take_status(*t_, e); }
 
   absl::StatusOr<SparkrtCollectivesLibraryArgs> library() const {
     SparkrtCollectivesLibraryArgs a{};
@@ -165,21 +171,48 @@ std::unique_ptr<Device> open_device(int index = -1) {
   return *std::move(d);
 }
 
-// Whether NCCL loads; a missing one is a visible skip unless the run named
-// it with SPARKRT_NCCL_LIBRARY, which makes it a failure.
-bool nccl_loaded(const Collectives& c) {
+// NCCL loads: the suites that need it run only where it does (below), or
+// where the run named it with SPARKRT_NCCL_LIBRARY, which makes a missing
+// one a failure.
+void require_nccl(const Collectives& c) {
   auto lib = c.library();
-  if (lib.ok()) return true;
+  if (lib.ok()) return;
   const std::string why = lib.status().ToString();
-  CHECK_MESSAGE(lib.status().code() == absl::StatusCode::kFailedPrecondition, why);
   if (const char* env = std::getenv("SPARKRT_NCCL_LIBRARY"); env != nullptr) {
     FAIL("SPARKRT_NCCL_LIBRARY=" << env << " was given but NCCL does not load: " << why);
   }
-  MESSAGE("SKIPPED: NCCL is not on the loader path (run with "
-          "--set-env=SPARKRT_NCCL_LIBRARY=/path/to/libnccl.so.2): "
-          << why);
-  return false;
+  FAIL("NCCL does not load: " << why);
 }
+
+// ---- what the suites need (gpu_main.cc asks before any case runs) ----------
+
+// Why NCCL cannot be used here, or "" when it loads. Anything unexpected is
+// not a reason to skip: the cases then run and fail saying what it was.
+std::string nccl_unmet() {
+  if (std::getenv("SPARKRT_NCCL_LIBRARY") != nullptr) return {};  // named: must load
+  auto dev = Device::open({.backend = gpu_test::backend()});
+  if (!dev.ok()) return {};
+  const auto* t =
+      (*dev)->extension_as<SparkrtCollectivesExtension>(SPARKRT_COLLECTIVES_EXTENSION_NAME);
+  if (t == nullptr || t->struct_size < SPARKRT_COLLECTIVES_EXTENSION_SIZE) return {};
+  SparkrtCollectivesLibraryArgs a{};
+  a.struct_size = SPARKRT_COLLECTIVES_LIBRARY_ARGS_SIZE;
+  const absl::Status s = take_status(*t, t->library(&a));
+  if (s.code() != absl::StatusCode::kFailedPrecondition) return {};
+  return "NCCL is not on the loader path (run with "
+         "--set-env=SPARKRT_NCCL_LIBRARY=/path/to/libnccl.so.2): " +
+         s.ToString();
+}
+
+std::string two_gpus_unmet() {
+  if (std::string why = nccl_unmet(); !why.empty()) return why;
+  auto second = Device::open({.backend = gpu_test::backend(), .device_index = 1});
+  if (second.ok() || second.status().code() != absl::StatusCode::kOutOfRange) return {};
+  return "needs two cuda devices or more, this machine has 1";
+}
+
+[[maybe_unused]] const bool kNcclSuite = gpu_test::require("nccl", nccl_unmet);
+[[maybe_unused]] const bool kMultiGpuSuite = gpu_test::require("nccl_multi_gpu", two_gpus_unmet);
 
 // The visible cuda devices, opened, up to `max`.
 std::vector<std::unique_ptr<Device>> open_devices(int max) {
@@ -251,10 +284,10 @@ TEST_CASE("collectives: a missing or unusable NCCL is FailedPrecondition saying 
   }
 }
 
-TEST_CASE("collectives: library reports NCCL and its version") {
+TEST_CASE("collectives: library reports NCCL and its version" * doctest::test_suite("nccl")) {
   auto dev = open_device();
   Collectives c(*dev);
-  if (!nccl_loaded(c)) return;
+  require_nccl(c);
   auto lib = c.library();
   REQUIRE_OK(lib.status());
   CHECK(std::string(lib->name) == "NCCL");
@@ -266,10 +299,11 @@ TEST_CASE("collectives: library reports NCCL and its version") {
 
 // ---- one rank -------------------------------------------------------------
 
-TEST_CASE("collectives: one rank, every kind, f32 f16 bf16, on a created stream") {
+TEST_CASE("collectives: one rank, every kind, f32 f16 bf16, on a created stream" *
+          doctest::test_suite("nccl")) {
   auto dev = open_device();
   Collectives c(*dev);
-  if (!nccl_loaded(c)) return;
+  require_nccl(c);
   auto comms = c.init_all({dev.get()});
   REQUIRE_OK(comms.status());
   const SparkrtComm comm = (*comms)[0];
@@ -416,10 +450,11 @@ TEST_CASE("collectives: one rank, every kind, f32 f16 bf16, on a created stream"
   CHECK_OK(c.destroy(comm));
 }
 
-TEST_CASE("collectives: bad arguments are refused before NCCL sees them") {
+TEST_CASE("collectives: bad arguments are refused before NCCL sees them" *
+          doctest::test_suite("nccl")) {
   auto dev = open_device();
   Collectives c(*dev);
-  if (!nccl_loaded(c)) return;
+  require_nccl(c);
   auto comms = c.init_all({dev.get()});
   REQUIRE_OK(comms.status());
   const SparkrtComm comm = (*comms)[0];
@@ -509,10 +544,10 @@ TEST_CASE("collectives: bad arguments are refused before NCCL sees them") {
   CHECK_OK(dev->free(*buf));
 }
 
-TEST_CASE("collectives: closing a device ends its communicators") {
+TEST_CASE("collectives: closing a device ends its communicators" * doctest::test_suite("nccl")) {
   auto dev = open_device();
   Collectives c(*dev);
-  if (!nccl_loaded(c)) return;
+  require_nccl(c);
   auto comms = c.init_all({dev.get()});
   REQUIRE_OK(comms.status());
   CHECK_OK(dev->close());
@@ -552,14 +587,12 @@ void check_reduced(const Type& t, SparkrtReduceOp op, const std::vector<std::vec
                                << ": got " << first_got << " want " << first_want);
 }
 
-TEST_CASE("collectives: several GPUs, comm_init_all, one thread, one group a step") {
+TEST_CASE("collectives: several GPUs, comm_init_all, one thread, one group a step" *
+          doctest::test_suite("nccl_multi_gpu")) {
   auto devs = open_devices(8);
-  if (devs.size() < 2) {
-    MESSAGE("SKIPPED: needs two cuda devices or more, this machine has ", devs.size());
-    return;
-  }
+  REQUIRE_MESSAGE(devs.size() >= 2, "needs two cuda devices, found ", devs.size());
   Collectives c(*devs[0]);
-  if (!nccl_loaded(c)) return;
+  require_nccl(c);
   const int n = int(devs.size());
   std::vector<Device*> raw;
   for (auto& d : devs) raw.push_back(d.get());
@@ -641,14 +674,12 @@ TEST_CASE("collectives: several GPUs, comm_init_all, one thread, one group a ste
   }
 }
 
-TEST_CASE("collectives: several GPUs, get_unique_id and comm_init_rank, a thread a rank") {
+TEST_CASE("collectives: several GPUs, get_unique_id and comm_init_rank, a thread a rank" *
+          doctest::test_suite("nccl_multi_gpu")) {
   auto devs = open_devices(8);
-  if (devs.size() < 2) {
-    MESSAGE("SKIPPED: needs two cuda devices or more, this machine has ", devs.size());
-    return;
-  }
+  REQUIRE_MESSAGE(devs.size() >= 2, "needs two cuda devices, found ", devs.size());
   Collectives c(*devs[0]);
-  if (!nccl_loaded(c)) return;
+  require_nccl(c);
   const int n = int(devs.size());
   SparkrtUniqueIdArgs id{};
   id.struct_size = SPARKRT_UNIQUE_ID_ARGS_SIZE;

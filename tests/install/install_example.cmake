@@ -5,10 +5,13 @@
 #    no LD_LIBRARY_PATH: the flags alone must make it start);
 #  - builds the out-of-tree plugin examples/host_plugin with the SDK, runs the
 #    example on it, where the result is computed and checked, and passes the
-#    installed `sparkrt conformance` with it.
+#    installed `sparkrt conformance` with it;
+#  - compiles examples/c_decode (the C API alone) with the C compiler and the
+#    tree's include/ and lib/ (and with pkg-config's sparkrt_c where the tool
+#    is installed), and runs it on the mock and cpu backends.
 #
 # Inputs (-D): BUILD_DIR, EXAMPLES_DIR, WORK_DIR, GENERATOR, CXX_COMPILER,
-# SANITIZE, LIBDIR, PLUGIN_SUBDIR, KERNEL_SUBDIR.
+# C_COMPILER, SANITIZE, LIBDIR, PLUGIN_SUBDIR, KERNEL_SUBDIR.
 
 function(run)
   cmake_parse_arguments(ARG "" "" "COMMAND" ${ARGN})
@@ -159,3 +162,46 @@ if(NOT run_output MATCHES "plugin ${prefix}/${PLUGIN_SUBDIR}/libsparkrt_backend_
   message(FATAL_ERROR "the installed sparkrt conformance did not test the installed mock")
 endif()
 message(STATUS "installed conformance suite passed")
+
+# 4. The C API alone: examples/c_decode, one decode step of the KV-cache ops,
+#    compiled as its comment says with nothing but the tree's include/ and
+#    lib/ (no CMake package, no C++), then run on a recording and a computing
+#    backend. The rpath finds libsparkrt_c.so; LD_LIBRARY_PATH is unset.
+if(NOT C_COMPILER)
+  message(FATAL_ERROR "install_example.cmake needs -DC_COMPILER=<the C compiler>")
+endif()
+foreach(file include/sparkrt/sparkrt_c.h include/sparkrt/extensions/mock.h
+             ${LIBDIR}/libsparkrt_c.so ${LIBDIR}/pkgconfig/sparkrt_c.pc)
+  if(NOT EXISTS ${prefix}/${file})
+    message(FATAL_ERROR "not installed: ${file}")
+  endif()
+endforeach()
+set(c_source ${EXAMPLES_DIR}/c_decode/decode_step.c)
+separate_arguments(c_flags UNIX_COMMAND "-std=c11 -Wpedantic ${flags}")
+set(c_builds flags)
+set(c_link_flags_flags -I${prefix}/include -L${prefix}/${LIBDIR} -Wl,-rpath,${prefix}/${LIBDIR}
+                       -lsparkrt_c)
+if(PKG_CONFIG)
+  run(COMMAND ${PKG_CONFIG} --cflags --libs sparkrt_c)
+  string(STRIP "${run_output}" c_pc_flags)
+  separate_arguments(c_link_flags_pkgconfig UNIX_COMMAND "${c_pc_flags}")
+  list(APPEND c_builds pkgconfig)
+endif()
+foreach(build IN LISTS c_builds)
+  set(exe ${WORK_DIR}/c-decode-${build})
+  run(COMMAND ${C_COMPILER} ${c_flags} ${c_source} -o ${exe} ${c_link_flags_${build}} -lm)
+  foreach(backend mock cpu)
+    run(COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH SPARKRT_BACKEND=${backend} ${exe})
+    set(plugin_file ${prefix}/${PLUGIN_SUBDIR}/libsparkrt_backend_${backend}.so)
+    string(FIND "${run_output}" "device: ${backend} 0: " at_device)
+    string(FIND "${run_output}" "(${plugin_file})\n" at_plugin)
+    if(at_device EQUAL -1 OR at_plugin EQUAL -1 OR NOT run_output MATCHES "\ncheck: passed\n")
+      message(FATAL_ERROR "c_decode (${build}) on ${backend}: expected a passed check on "
+                          "${plugin_file}")
+    endif()
+    if(backend STREQUAL "cpu" AND NOT run_output MATCHES "\nattention: max \\|err\\| ")
+      message(FATAL_ERROR "c_decode (${build}) on cpu did not check the attention output")
+    endif()
+  endforeach()
+  message(STATUS "C API example (${build}) passed on mock and cpu")
+endforeach()

@@ -74,17 +74,25 @@ typedef uint64_t SparkrtDevicePtr;
 typedef uint64_t SparkrtStream; /* 0 = default stream */
 typedef uint64_t SparkrtEvent;
 
-/* Error codes are absl::StatusCode values; the common ones, for C authors. */
+/* Error codes are absl::StatusCode values. */
 enum {
   SPARKRT_OK = 0,
+  SPARKRT_CANCELLED = 1,
+  SPARKRT_UNKNOWN = 2,
   SPARKRT_INVALID_ARGUMENT = 3,
+  SPARKRT_DEADLINE_EXCEEDED = 4,
   SPARKRT_NOT_FOUND = 5,
-  SPARKRT_FAILED_PRECONDITION = 9,
+  SPARKRT_ALREADY_EXISTS = 6,
+  SPARKRT_PERMISSION_DENIED = 7,
   SPARKRT_RESOURCE_EXHAUSTED = 8,
+  SPARKRT_FAILED_PRECONDITION = 9,
+  SPARKRT_ABORTED = 10,
   SPARKRT_OUT_OF_RANGE = 11,
   SPARKRT_UNIMPLEMENTED = 12,
   SPARKRT_INTERNAL = 13,
-  SPARKRT_UNAVAILABLE = 14
+  SPARKRT_UNAVAILABLE = 14,
+  SPARKRT_DATA_LOSS = 15,
+  SPARKRT_UNAUTHENTICATED = 16
 };
 
 /* How one kernel argument was given, so recording and reference backends can

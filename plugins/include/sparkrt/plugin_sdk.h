@@ -9,7 +9,8 @@
 // absl::Status into SparkrtError, catches exceptions so none crosses the C ABI,
 // and converts opaque handles back into the classes. A backend only
 // implements behaviour. Everything here is header-only; a plugin links abseil
-// and nothing of the runtime.
+// and nothing of the runtime. sdk/collectives_adapter.h does the same for the
+// collectives extension's table.
 //
 // Lifetimes: the Backend object is created on first use of the table and lives
 // until the library is unloaded. A Device lives from device_open to
@@ -173,20 +174,30 @@ inline SparkrtError* to_error(const absl::Status& status) noexcept {
   return out_of_memory_error();
 }
 
+// A call's name in the errors the adapter makes itself (null or short args,
+// an exception): `prefix` then `call`, joined only when an error is made.
+struct CallName {
+  CallName(const char* c) : call(c) {}  // implicit: most calls have a plain name
+  CallName(const char* p, const char* c) : prefix(p), call(c) {}
+  std::string str() const { return std::string(prefix) + call; }
+  const char* prefix = "";
+  const char* call;
+};
+
 // An error built from a code and text that may itself fail to allocate.
-inline SparkrtError* make_error(absl::StatusCode code, const char* call,
+inline SparkrtError* make_error(absl::StatusCode code, CallName call,
                                 std::string_view what) noexcept {
   try {
-    return to_error(absl::Status(code, std::string(call) + ": " + std::string(what)));
+    return to_error(absl::Status(code, call.str() + ": " + std::string(what)));
   } catch (...) {
     return out_of_memory_error();
   }
 }
 
-inline SparkrtError* short_struct(const char* call, size_t given, size_t needed) noexcept {
+inline SparkrtError* short_struct(CallName call, size_t given, size_t needed) noexcept {
   try {
     return to_error(absl::InvalidArgumentError(
-        std::string(call) + ": args struct_size " + std::to_string(given) +
+        call.str() + ": args struct_size " + std::to_string(given) +
         " is smaller than the " + std::to_string(needed) +
         " bytes this plugin needs; rebuild the caller against this SDK"));
   } catch (...) {
@@ -197,7 +208,7 @@ inline SparkrtError* short_struct(const char* call, size_t given, size_t needed)
 // Runs `fn` (returning Status) with the struct size checked and exceptions
 // contained. Never returns nullptr for a failure, even out of memory.
 template <typename Args, typename Fn>
-SparkrtError* guard(const char* call, Args* a, size_t needed, Fn&& fn) noexcept {
+SparkrtError* guard(CallName call, Args* a, size_t needed, Fn&& fn) noexcept {
   if (a == nullptr) return make_error(absl::StatusCode::kInvalidArgument, call, "null args");
   if (a->struct_size < needed) return short_struct(call, a->struct_size, needed);
   try {
@@ -226,27 +237,36 @@ Backend& backend() {
   return instance;
 }
 
+// The error functions of the plugin's table, which the extension tables the
+// SDK makes (sdk/collectives_adapter.h) share: an error from any of them is
+// read and released the same way.
+inline int32_t error_code(const SparkrtError* e) {
+  if (e == out_of_memory_error()) return unwrap<const StaticError>(e)->code;
+  return unwrap<const Error>(e)->code;
+}
+inline void error_message(const SparkrtError* e, const char** msg, size_t* size) {
+  if (e == out_of_memory_error()) {
+    *msg = unwrap<const StaticError>(e)->message;
+    *size = unwrap<const StaticError>(e)->size;
+    return;
+  }
+  const auto* err = unwrap<const Error>(e);
+  *msg = err->message.data();
+  *size = err->message.size();
+}
+// The static out-of-memory error is never freed.
+inline void error_destroy(SparkrtError* e) {
+  if (e == out_of_memory_error()) return;
+  delete unwrap<Error>(e);
+}
+
 template <typename B>
 struct Adapter {
-  static int32_t error_code(const SparkrtError* e) {
-    if (e == out_of_memory_error()) return unwrap<const StaticError>(e)->code;
-    return unwrap<const Error>(e)->code;
-  }
+  static int32_t error_code(const SparkrtError* e) { return detail::error_code(e); }
   static void error_message(const SparkrtError* e, const char** msg, size_t* size) {
-    if (e == out_of_memory_error()) {
-      *msg = unwrap<const StaticError>(e)->message;
-      *size = unwrap<const StaticError>(e)->size;
-      return;
-    }
-    const auto* err = unwrap<const Error>(e);
-    *msg = err->message.data();
-    *size = err->message.size();
+    detail::error_message(e, msg, size);
   }
-  // The static out-of-memory error is never freed.
-  static void error_destroy(SparkrtError* e) {
-    if (e == out_of_memory_error()) return;
-    delete unwrap<Error>(e);
-  }
+  static void error_destroy(SparkrtError* e) { detail::error_destroy(e); }
 
   static Device* dev(SparkrtDevice* d) { return unwrap<Device>(d); }
   static absl::Status null_device() { return absl::InvalidArgumentError("null device handle"); }

@@ -90,6 +90,18 @@ class KernelLaunch {
     return *this;
   }
 
+  // A struct whose type is known only at run time (language bindings):
+  // `size` bytes at `data`, placed at the next multiple of `align`, which
+  // must be a power of two up to 128 (launch() refuses anything else).
+  KernelLaunch& arg_bytes(const void* data, uint32_t size, uint32_t align) {
+    if (align == 0 || align > 128 || (align & (align - 1)) != 0) {
+      if (bad_align_ == 0) bad_align_ = align == 0 ? UINT32_MAX : align;
+      return *this;
+    }
+    push(data, size, align, ArgKind::kBytes);
+    return *this;
+  }
+
   // Checks and submits on `stream` (default: the default stream). Does not
   // wait for the kernel. May be called again to launch the same arguments.
   absl::Status launch(Stream stream = {}) const;
@@ -125,6 +137,7 @@ class KernelLaunch {
   uint32_t num_args_ = 0;
   uint32_t params_size_ = 0;
   bool overflow_ = false;
+  uint32_t bad_align_ = 0;  // the first alignment arg_bytes refused (0 is UINT32_MAX)
   uint32_t offsets_[kMaxArgs];
   uint32_t sizes_[kMaxArgs];
   uint8_t kinds_[kMaxArgs];

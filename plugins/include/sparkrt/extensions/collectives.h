@@ -116,6 +116,20 @@ typedef enum SparkrtDataType {
   SPARKRT_DTYPE_F32 = 5
 } SparkrtDataType;
 
+/* Bytes of one element of `dtype`, 0 for a value outside SparkrtDataType:
+ * the one definition every side of the ABI uses. It takes the raw value,
+ * since a caller's dtype may lie outside the enumeration. */
+static inline size_t sparkrt_dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case SPARKRT_DTYPE_U8: return 1;
+    case SPARKRT_DTYPE_F16:
+    case SPARKRT_DTYPE_BF16: return 2;
+    case SPARKRT_DTYPE_I32:
+    case SPARKRT_DTYPE_F32: return 4;
+    default: return 0;
+  }
+}
+
 typedef enum SparkrtReduceOp {
   SPARKRT_REDUCE_SUM = 1,
   SPARKRT_REDUCE_MAX = 2,
