@@ -202,7 +202,7 @@ sparkrt_status* sparkrt_recv(sparkrt_comm* comm, SparkrtDevicePtr recv, size_t c
 }
 
 size_t sparkrt_data_type_size(SparkrtDataType type) {
-  return sparkrt::data_type_size(type_of(type));
+  return sparkrt_dtype_size(type);
 }
 
 }  // extern "C"

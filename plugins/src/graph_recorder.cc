@@ -168,22 +168,14 @@ SparkrtError* destroy_graph(SparkrtGraphDestroyArgs* a) {
                     [&](GraphCapable& g, Device&) { return g.graphs().destroy(a->graph); });
 }
 
-int32_t error_code(const SparkrtError* e) {
-  return reinterpret_cast<const detail::Error*>(e)->code;
-}
-void error_message(const SparkrtError* e, const char** msg, size_t* size) {
-  const auto* err = reinterpret_cast<const detail::Error*>(e);
-  *msg = err->message.data();
-  *size = err->message.size();
-}
-void error_destroy(SparkrtError* e) { delete reinterpret_cast<detail::Error*>(e); }
-
 }  // namespace
 
 const SparkrtGraphExtension* recorded_graph_extension() {
+  // The SDK's error functions: they know its static out-of-memory error.
   static const SparkrtGraphExtension table = {
-      SPARKRT_GRAPH_EXTENSION_SIZE, &error_code,  &error_message, &error_destroy,
-      &begin_capture,              &end_capture, &launch_graph,  &destroy_graph,
+      SPARKRT_GRAPH_EXTENSION_SIZE, &detail::error_code, &detail::error_message,
+      &detail::error_destroy,       &begin_capture,      &end_capture,
+      &launch_graph,                &destroy_graph,
   };
   return &table;
 }

@@ -23,7 +23,8 @@ From the build tree (repository root):
     SPARKRT_BACKEND=cpu SPARKRT_C_LIBRARY=build/lib/libsparkrt_c.so.0 PYTHONPATH=python \
         python3 python/examples/decode_step.py
 From an install (cmake --install build --prefix <prefix>):
-    SPARKRT_BACKEND=cpu PYTHONPATH=<prefix>/share/sparkrt/python python3 decode_step.py
+    SPARKRT_BACKEND=cpu PYTHONPATH=<prefix>/share/sparkrt/python \
+        python3 python/examples/decode_step.py
 
 The inputs are random; the seed is printed and SPARKRT_EXAMPLE_SEED=<seed>
 replays it (examples/c_decode and examples/rust_decode draw the same inputs

@@ -5,14 +5,15 @@ SPARKRT_TEST_BACKENDS (comma-separated; default: all of them) picks what runs:
           argument conversion, bf16)
   mock    tests of the `backend` fixture on the recording mock
   cpu     the same tests on the cpu reference backend
-  cuda    the same tests on the cuda backend, but those marked for other
-          backends only, and the Triton tests (test_triton_gpu.py)
-  vulkan  the `backend` tests on the vulkan backend, as for cuda
+  cuda    the same tests on the cuda backend, and the Triton tests
+          (test_triton_gpu.py)
+  vulkan  the same tests on the vulkan backend
 Tests left out are deselected, not skipped, so a selection that matches
 nothing fails (pytest exit code 5). On cuda and vulkan every test skips, with
 the reason, when the backend opens no device. A test marked
-`backends("mock", "cpu")` checks what only those do (the mock's records, the
-cpu's results, host memory checks) and runs nowhere else.
+`backends(...)` runs on those backends only: `backends("mock", "cpu")` where
+it checks what only they do (the mock's records, the cpu's results, a second
+device, a freed pointer refused).
 
 On a GPU, by hand, from the repository root after building libsparkrt_c and
 the backend (`ninja -C build sparkrt_c sparkrt_backend_cuda`):

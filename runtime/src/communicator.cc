@@ -63,7 +63,8 @@ bool valid_op(ReduceOp op) {
 // DataType is SparkrtDataType by value (the calls pass it through a cast).
 static_assert(int(DataType::kU8) == SPARKRT_DTYPE_U8 && int(DataType::kI32) == SPARKRT_DTYPE_I32 &&
               int(DataType::kF16) == SPARKRT_DTYPE_F16 &&
-              int(DataType::kBF16) == SPARKRT_DTYPE_BF16 && int(DataType::kF32) == SPARKRT_DTYPE_F32);
+              int(DataType::kBF16) == SPARKRT_DTYPE_BF16 &&
+              int(DataType::kF32) == SPARKRT_DTYPE_F32);
 
 size_t data_type_size(DataType type) { return sparkrt_dtype_size(static_cast<int32_t>(type)); }
 
