@@ -25,14 +25,8 @@ namespace {
 
 // A value outside uint8_t becomes 0, which the C++ API refuses, rather than
 // wrapping onto a valid one.
-DataType type_of(SparkrtDataType t) {
-  const auto v = static_cast<int64_t>(t);
-  return static_cast<DataType>(v > 0 && v < 256 ? v : 0);
-}
-ReduceOp op_of(SparkrtReduceOp op) {
-  const auto v = static_cast<int64_t>(op);
-  return static_cast<ReduceOp>(v > 0 && v < 256 ? v : 0);
-}
+DataType type_of(int32_t v) { return static_cast<DataType>(v > 0 && v < 256 ? v : 0); }
+ReduceOp op_of(int32_t v) { return static_cast<ReduceOp>(v > 0 && v < 256 ? v : 0); }
 
 // Takes over a callback's error.
 absl::Status from_c(sparkrt_status* s) {
@@ -146,8 +140,8 @@ sparkrt_status* sparkrt_comm_group(sparkrt_device* device, sparkrt_group_fn fn, 
 }
 
 sparkrt_status* sparkrt_all_reduce(sparkrt_comm* comm, SparkrtDevicePtr send,
-                                   SparkrtDevicePtr recv, size_t count, SparkrtDataType type,
-                                   SparkrtReduceOp op, SparkrtStream stream) {
+                                   SparkrtDevicePtr recv, size_t count, int32_t type,
+                                   int32_t op, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
   return guarded(__func__, [&] {
     return comm->comm->all_reduce(DevicePtr(send), DevicePtr(recv), count, type_of(type), op_of(op),
@@ -156,7 +150,7 @@ sparkrt_status* sparkrt_all_reduce(sparkrt_comm* comm, SparkrtDevicePtr send,
 }
 
 sparkrt_status* sparkrt_all_gather(sparkrt_comm* comm, SparkrtDevicePtr send,
-                                   SparkrtDevicePtr recv, size_t count, SparkrtDataType type,
+                                   SparkrtDevicePtr recv, size_t count, int32_t type,
                                    SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
   return guarded(__func__, [&] {
@@ -166,8 +160,8 @@ sparkrt_status* sparkrt_all_gather(sparkrt_comm* comm, SparkrtDevicePtr send,
 }
 
 sparkrt_status* sparkrt_reduce_scatter(sparkrt_comm* comm, SparkrtDevicePtr send,
-                                       SparkrtDevicePtr recv, size_t count, SparkrtDataType type,
-                                       SparkrtReduceOp op, SparkrtStream stream) {
+                                       SparkrtDevicePtr recv, size_t count, int32_t type,
+                                       int32_t op, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
   return guarded(__func__, [&] {
     return comm->comm->reduce_scatter(DevicePtr(send), DevicePtr(recv), count, type_of(type),
@@ -176,7 +170,7 @@ sparkrt_status* sparkrt_reduce_scatter(sparkrt_comm* comm, SparkrtDevicePtr send
 }
 
 sparkrt_status* sparkrt_broadcast(sparkrt_comm* comm, SparkrtDevicePtr send,
-                                  SparkrtDevicePtr recv, size_t count, SparkrtDataType type,
+                                  SparkrtDevicePtr recv, size_t count, int32_t type,
                                   int32_t root, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
   return guarded(__func__, [&] {
@@ -186,7 +180,7 @@ sparkrt_status* sparkrt_broadcast(sparkrt_comm* comm, SparkrtDevicePtr send,
 }
 
 sparkrt_status* sparkrt_send(sparkrt_comm* comm, SparkrtDevicePtr send, size_t count,
-                             SparkrtDataType type, int32_t peer, SparkrtStream stream) {
+                             int32_t type, int32_t peer, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
   return guarded(__func__, [&] {
     return comm->comm->send(DevicePtr(send), count, type_of(type), peer, Stream{stream});
@@ -194,14 +188,14 @@ sparkrt_status* sparkrt_send(sparkrt_comm* comm, SparkrtDevicePtr send, size_t c
 }
 
 sparkrt_status* sparkrt_recv(sparkrt_comm* comm, SparkrtDevicePtr recv, size_t count,
-                             SparkrtDataType type, int32_t peer, SparkrtStream stream) {
+                             int32_t type, int32_t peer, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
   return guarded(__func__, [&] {
     return comm->comm->recv(DevicePtr(recv), count, type_of(type), peer, Stream{stream});
   });
 }
 
-size_t sparkrt_data_type_size(SparkrtDataType type) {
+size_t sparkrt_data_type_size(int32_t type) {
   return sparkrt_dtype_size(type);
 }
 

@@ -440,34 +440,36 @@ SPARKRT_C_EXPORT sparkrt_status* sparkrt_comm_group(sparkrt_device* device, spar
  * (NULL: ""). SPARKRT_OK gives NULL; a code outside absl's is UNKNOWN. */
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_status_new(int32_t code, const char* message);
 
-/* Counts are in elements, as in NCCL (sparkrt/extensions/collectives.h). */
+/* Counts are in elements, as in NCCL (sparkrt/extensions/collectives.h).
+ * `type` is a SparkrtDataType value and `op` a SparkrtReduceOp value, passed
+ * as int32_t so that any value, valid or not, crosses with a fixed width. */
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_all_reduce(sparkrt_comm* comm, SparkrtDevicePtr send,
                                                     SparkrtDevicePtr recv, size_t count,
-                                                    SparkrtDataType type, SparkrtReduceOp op,
+                                                    int32_t type, int32_t op,
                                                     SparkrtStream stream);
 /* recv holds size * count elements, rank r's at r * count. */
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_all_gather(sparkrt_comm* comm, SparkrtDevicePtr send,
                                                     SparkrtDevicePtr recv, size_t count,
-                                                    SparkrtDataType type, SparkrtStream stream);
+                                                    int32_t type, SparkrtStream stream);
 /* send holds size * count elements; recv gets block `rank` of the reduction. */
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_reduce_scatter(sparkrt_comm* comm,
                                                         SparkrtDevicePtr send,
                                                         SparkrtDevicePtr recv, size_t count,
-                                                        SparkrtDataType type, SparkrtReduceOp op,
+                                                        int32_t type, int32_t op,
                                                         SparkrtStream stream);
 /* send is read on `root` only; every rank's recv gets it. */
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_broadcast(sparkrt_comm* comm, SparkrtDevicePtr send,
                                                    SparkrtDevicePtr recv, size_t count,
-                                                   SparkrtDataType type, int32_t root,
+                                                   int32_t type, int32_t root,
                                                    SparkrtStream stream);
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_send(sparkrt_comm* comm, SparkrtDevicePtr send,
-                                              size_t count, SparkrtDataType type, int32_t peer,
+                                              size_t count, int32_t type, int32_t peer,
                                               SparkrtStream stream);
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_recv(sparkrt_comm* comm, SparkrtDevicePtr recv,
-                                              size_t count, SparkrtDataType type, int32_t peer,
+                                              size_t count, int32_t type, int32_t peer,
                                               SparkrtStream stream);
 /* Bytes of one element; 0 outside SparkrtDataType. */
-SPARKRT_C_EXPORT size_t sparkrt_data_type_size(SparkrtDataType type);
+SPARKRT_C_EXPORT size_t sparkrt_data_type_size(int32_t type);
 
 /* ---- KV-cache ops (sparkrt/ops/kv_cache.h; module kv_cache) ------------- */
 /* Each op is the C++ op of the same name: the same kernels, argument order,
