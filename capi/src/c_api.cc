@@ -127,10 +127,10 @@ const char* sparkrt_code_name(int32_t code) {
 
 sparkrt_status* sparkrt_device_open(const sparkrt_open_options* options, sparkrt_device** device) {
   SPARKRT_C_REQUIRE(device);
-  return guarded(__func__, [&]() -> absl::Status {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
     sparkrt::OpenOptions o;
     if (options != nullptr) {
-      if (auto s = check_in_struct(__func__, "sparkrt_open_options", options->struct_size,
+      if (auto s = check_in_struct(fn, "sparkrt_open_options", options->struct_size,
                                    SPARKRT_C_OPEN_OPTIONS_SIZE);
           !s.ok())
         return s;
@@ -158,7 +158,7 @@ sparkrt_status* sparkrt_device_properties_get(const sparkrt_device* device,
                                               sparkrt_device_properties* out) {
   SPARKRT_C_REQUIRE(device);
   SPARKRT_C_REQUIRE(out);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) {
     const Device& d = *device->device;
     const sparkrt::DeviceProperties& p = d.properties();
     sparkrt_device_properties full{};
@@ -190,7 +190,7 @@ sparkrt_status* sparkrt_device_properties_get(const sparkrt_device* device,
     full.emulated = p.emulated;
     full.has_graphs = d.extension(SPARKRT_GRAPH_EXTENSION_NAME) != nullptr;
     full.has_collectives = d.extension(SPARKRT_COLLECTIVES_EXTENSION_NAME) != nullptr;
-    return fill_out_struct(__func__, "sparkrt_device_properties", out, full,
+    return fill_out_struct(fn, "sparkrt_device_properties", out, full,
                            SPARKRT_STRUCT_SIZE(sparkrt_device_properties, backend));
   });
 }
@@ -395,7 +395,7 @@ sparkrt_status* sparkrt_kernel_get(sparkrt_device* device, const char* module, c
 sparkrt_status* sparkrt_kernel_info_get(const sparkrt_kernel* kernel, sparkrt_kernel_info* out) {
   SPARKRT_C_REQUIRE(kernel);
   SPARKRT_C_REQUIRE(out);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) {
     const sparkrt::KernelSignature& sig = kernel->kernel.signature();
     const sparkrt::EntryDirectives& d = sig.directives;
     sparkrt_kernel_info full{};
@@ -411,7 +411,7 @@ sparkrt_status* sparkrt_kernel_info_get(const sparkrt_kernel* kernel, sparkrt_ke
     full.maxntid[1] = d.maxntid.y;
     full.maxntid[2] = d.maxntid.z;
     full.unsupported = sig.unsupported.c_str();
-    return fill_out_struct(__func__, "sparkrt_kernel_info", out, full,
+    return fill_out_struct(fn, "sparkrt_kernel_info", out, full,
                            SPARKRT_STRUCT_SIZE(sparkrt_kernel_info, module));
   });
 }
@@ -420,11 +420,11 @@ sparkrt_status* sparkrt_kernel_param(const sparkrt_kernel* kernel, uint32_t inde
                                      sparkrt_param_info* out) {
   SPARKRT_C_REQUIRE(kernel);
   SPARKRT_C_REQUIRE(out);
-  return guarded(__func__, [&]() -> absl::Status {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
     const sparkrt::KernelSignature& sig = kernel->kernel.signature();
     if (index >= sig.params.size())
       return absl::OutOfRangeError(absl::StrFormat(
-          "%s: %s has %d parameters, #%d asked for", __func__, sig.entry, sig.params.size(),
+          "%s: %s has %d parameters, #%d asked for", fn, sig.entry, sig.params.size(),
           index));
     const sparkrt::Param& p = sig.params[index];
     sparkrt_param_info full{};
@@ -434,12 +434,63 @@ sparkrt_status* sparkrt_kernel_param(const sparkrt_kernel* kernel, uint32_t inde
     full.size = p.size;
     full.align = p.align;
     full.offset = p.offset;
-    return fill_out_struct(__func__, "sparkrt_param_info", out, full,
+    return fill_out_struct(fn, "sparkrt_param_info", out, full,
                            SPARKRT_STRUCT_SIZE(sparkrt_param_info, name));
   });
 }
 
-// ---- launches --------------------------------------------------------------
+// ---- launches ----------------------------------------------------------
+
+}  // extern "C"
+
+namespace {
+
+// Packs each argument through KernelLaunch, as C++ does, then launches; the
+// first list of scalars that passes the check becomes the kernel's cached
+// layout.
+sparkrt_status* launch_packed(sparkrt_kernel* kernel, const sparkrt_launch_config* config,
+                              const sparkrt_arg* args, uint32_t num_args) {
+  KernelLaunch l(*kernel->device, kernel->kernel);
+  l.grid({config->grid[0], config->grid[1], config->grid[2]})
+      .block({config->block[0], config->block[1], config->block[2]})
+      .shared_mem(config->shared_mem_bytes);
+  bool scalars_only = true;
+  for (uint32_t i = 0; i < num_args; ++i) {
+    const sparkrt_arg& a = args[i];
+    switch (a.kind) {
+      case SPARKRT_ARG_PTR: l.arg(DevicePtr(a.value.ptr)); break;
+      case SPARKRT_ARG_U32: l.arg(a.value.u32); break;
+      case SPARKRT_ARG_I32: l.arg(a.value.i32); break;
+      case SPARKRT_ARG_U64: l.arg(a.value.u64); break;
+      case SPARKRT_ARG_I64: l.arg(a.value.i64); break;
+      case SPARKRT_ARG_F32: l.arg(a.value.f32); break;
+      case SPARKRT_ARG_F64: l.arg(a.value.f64); break;
+      case SPARKRT_ARG_BYTES:
+        if (a.value.bytes == nullptr && a.size != 0)
+          return to_c(absl::InvalidArgumentError(absl::StrFormat(
+              "%s: argument #%d is a struct of %d bytes at NULL; point value.bytes at it",
+              kernel->kernel.entry(), i, a.size)));
+        l.arg_bytes(a.value.bytes, a.size, a.align);
+        scalars_only = false;
+        break;
+      default:
+        return to_c(absl::InvalidArgumentError(absl::StrFormat(
+            "%s: argument #%d has kind %d, not a SparkrtArgKind (1 to 8)", kernel->kernel.entry(),
+            i, a.kind)));
+    }
+  }
+  int empty = 0;
+  if (scalars_only && kernel->layout_state.load(std::memory_order_relaxed) == 0 &&
+      kernel->layout_state.compare_exchange_strong(empty, 1, std::memory_order_acquire)) {
+    const bool fits = l.check_layout(kernel->layout).ok();
+    kernel->layout_state.store(fits ? 2 : 0, std::memory_order_release);
+  }
+  return to_c(l.launch(Stream{config->stream}));
+}
+
+}  // namespace
+
+extern "C" {
 
 sparkrt_status* sparkrt_launch(sparkrt_kernel* kernel, const sparkrt_launch_config* config,
                                const sparkrt_arg* args, uint32_t num_args) {
@@ -450,33 +501,23 @@ sparkrt_status* sparkrt_launch(sparkrt_kernel* kernel, const sparkrt_launch_conf
     return to_c(check_in_struct(__func__, "sparkrt_launch_config", config->struct_size,
                                 SPARKRT_C_LAUNCH_CONFIG_SIZE));
   try {
-    // The same builder as C++, so the checks and messages are the same.
+    const KernelLaunch::CheckedLayout& layout = kernel->layout;
+    if (kernel->layout_state.load(std::memory_order_acquire) != 2 || num_args != layout.num_args)
+      return launch_packed(kernel, config, args, num_args);
+    // The same kinds as the cached layout: each value straight into place.
     KernelLaunch l(*kernel->device, kernel->kernel);
     l.grid({config->grid[0], config->grid[1], config->grid[2]})
         .block({config->block[0], config->block[1], config->block[2]})
         .shared_mem(config->shared_mem_bytes);
+    std::byte* params = l.use_layout(layout);
+    // A scalar is 4 or 8 bytes, little-endian at the start of the union.
+    // Eight bytes are copied either way: a 4-byte scalar's other four land on
+    // padding or on the next argument's place, written after it (offsets
+    // rise), and a layout of at most 64 scalars ends far inside the buffer.
+    static_assert(KernelLaunch::kMaxArgs * 8 + 8 <= KernelLaunch::kMaxParamBytes);
     for (uint32_t i = 0; i < num_args; ++i) {
-      const sparkrt_arg& a = args[i];
-      switch (a.kind) {
-        case SPARKRT_ARG_PTR: l.arg(DevicePtr(a.value.ptr)); break;
-        case SPARKRT_ARG_U32: l.arg(a.value.u32); break;
-        case SPARKRT_ARG_I32: l.arg(a.value.i32); break;
-        case SPARKRT_ARG_U64: l.arg(a.value.u64); break;
-        case SPARKRT_ARG_I64: l.arg(a.value.i64); break;
-        case SPARKRT_ARG_F32: l.arg(a.value.f32); break;
-        case SPARKRT_ARG_F64: l.arg(a.value.f64); break;
-        case SPARKRT_ARG_BYTES:
-          if (a.value.bytes == nullptr && a.size != 0)
-            return to_c(absl::InvalidArgumentError(absl::StrFormat(
-                "%s: argument #%d is a struct of %d bytes at NULL; point value.bytes at it",
-                kernel->kernel.entry(), i, a.size)));
-          l.arg_bytes(a.value.bytes, a.size, a.align);
-          break;
-        default:
-          return to_c(absl::InvalidArgumentError(absl::StrFormat(
-              "%s: argument #%d has kind %d, not a SparkrtArgKind (1 to 8)",
-              kernel->kernel.entry(), i, a.kind)));
-      }
+      if (args[i].kind != layout.kinds[i]) return launch_packed(kernel, config, args, num_args);
+      std::memcpy(params + layout.offsets[i], &args[i].value, 8);
     }
     return to_c(l.launch(Stream{config->stream}));
   } catch (...) {
@@ -488,8 +529,8 @@ sparkrt_status* sparkrt_launch(sparkrt_kernel* kernel, const sparkrt_launch_conf
 
 sparkrt_status* sparkrt_graph_begin_capture(sparkrt_device* device, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(device);
-  return guarded(__func__, [&]() -> absl::Status {
-    auto g = graph_table(dev(device), __func__);
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    auto g = graph_table(dev(device), fn);
     if (!g.ok()) return g.status();
     SparkrtGraphCaptureArgs a{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, dev(device).native_handle(), stream};
     return graph_status(*g, (*g)->begin_capture(&a),
@@ -501,8 +542,8 @@ sparkrt_status* sparkrt_graph_end_capture(sparkrt_device* device, SparkrtStream 
                                           SparkrtGraph* graph, uint64_t* num_nodes) {
   SPARKRT_C_REQUIRE(device);
   SPARKRT_C_REQUIRE(graph);
-  return guarded(__func__, [&]() -> absl::Status {
-    auto g = graph_table(dev(device), __func__);
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    auto g = graph_table(dev(device), fn);
     if (!g.ok()) return g.status();
     SparkrtGraphEndCaptureArgs a{};
     a.struct_size = SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE;
@@ -521,8 +562,8 @@ sparkrt_status* sparkrt_graph_end_capture(sparkrt_device* device, SparkrtStream 
 sparkrt_status* sparkrt_graph_launch(sparkrt_device* device, SparkrtGraph graph,
                                      SparkrtStream stream) {
   SPARKRT_C_REQUIRE(device);
-  return guarded(__func__, [&]() -> absl::Status {
-    auto g = graph_table(dev(device), __func__);
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    auto g = graph_table(dev(device), fn);
     if (!g.ok()) return g.status();
     SparkrtGraphLaunchArgs a{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev(device).native_handle(), graph,
                              stream};
@@ -533,8 +574,8 @@ sparkrt_status* sparkrt_graph_launch(sparkrt_device* device, SparkrtGraph graph,
 
 sparkrt_status* sparkrt_graph_destroy(sparkrt_device* device, SparkrtGraph graph) {
   SPARKRT_C_REQUIRE(device);
-  return guarded(__func__, [&]() -> absl::Status {
-    auto g = graph_table(dev(device), __func__);
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    auto g = graph_table(dev(device), fn);
     if (!g.ok()) return g.status();
     SparkrtGraphDestroyArgs a{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev(device).native_handle(), graph};
     return graph_status(*g, (*g)->destroy(&a), absl::StrFormat("graph destroy of %d", graph));

@@ -23,10 +23,20 @@ struct sparkrt_comm {
 
 namespace {
 
-// A value outside uint8_t becomes 0, which the C++ API refuses, rather than
-// wrapping onto a valid one.
-DataType type_of(int32_t v) { return static_cast<DataType>(v > 0 && v < 256 ? v : 0); }
-ReduceOp op_of(int32_t v) { return static_cast<ReduceOp>(v > 0 && v < 256 ? v : 0); }
+DataType type_of(int32_t v) { return static_cast<DataType>(v); }
+ReduceOp op_of(int32_t v) { return static_cast<ReduceOp>(v); }
+
+// The C++ enums are 8 bits wide: a value beyond them is refused here, naming
+// it, rather than wrapped onto another one; the C++ call refuses the rest.
+absl::Status check_width(const char* function, int32_t type, int32_t op) {
+  if (type < 0 || type > 255)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: data type %d is not a SparkrtDataType", function, type));
+  if (op < 0 || op > 255)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: reduce op %d is not a SparkrtReduceOp", function, op));
+  return absl::OkStatus();
+}
 
 // Takes over a callback's error.
 absl::Status from_c(sparkrt_status* s) {
@@ -59,15 +69,15 @@ sparkrt_status* sparkrt_comm_create_all(sparkrt_device* const* devices, int32_t 
                                         sparkrt_comm** comms) {
   SPARKRT_C_REQUIRE(devices);
   SPARKRT_C_REQUIRE(comms);
-  return guarded(__func__, [&]() -> absl::Status {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
     if (count < 1)
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s: count is %d; give at least one device", __func__, count));
+          absl::StrFormat("%s: count is %d; give at least one device", fn, count));
     std::vector<sparkrt::Device*> devs;
     for (int32_t i = 0; i < count; ++i) {
       if (devices[i] == nullptr)
         return absl::InvalidArgumentError(
-            absl::StrFormat("%s: devices[%d] is NULL; pass open devices", __func__, i));
+            absl::StrFormat("%s: devices[%d] is NULL; pass open devices", fn, i));
       devs.push_back(devices[i]->device.get());
     }
     auto made = Communicator::create_all(devs);
@@ -143,7 +153,8 @@ sparkrt_status* sparkrt_all_reduce(sparkrt_comm* comm, SparkrtDevicePtr send,
                                    SparkrtDevicePtr recv, size_t count, int32_t type,
                                    int32_t op, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    if (auto st = check_width(fn, type, op); !st.ok()) return st;
     return comm->comm->all_reduce(DevicePtr(send), DevicePtr(recv), count, type_of(type), op_of(op),
                                   Stream{stream});
   });
@@ -153,7 +164,8 @@ sparkrt_status* sparkrt_all_gather(sparkrt_comm* comm, SparkrtDevicePtr send,
                                    SparkrtDevicePtr recv, size_t count, int32_t type,
                                    SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    if (auto st = check_width(fn, type, 0); !st.ok()) return st;
     return comm->comm->all_gather(DevicePtr(send), DevicePtr(recv), count, type_of(type),
                                   Stream{stream});
   });
@@ -163,7 +175,8 @@ sparkrt_status* sparkrt_reduce_scatter(sparkrt_comm* comm, SparkrtDevicePtr send
                                        SparkrtDevicePtr recv, size_t count, int32_t type,
                                        int32_t op, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    if (auto st = check_width(fn, type, op); !st.ok()) return st;
     return comm->comm->reduce_scatter(DevicePtr(send), DevicePtr(recv), count, type_of(type),
                                       op_of(op), Stream{stream});
   });
@@ -173,7 +186,8 @@ sparkrt_status* sparkrt_broadcast(sparkrt_comm* comm, SparkrtDevicePtr send,
                                   SparkrtDevicePtr recv, size_t count, int32_t type,
                                   int32_t root, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    if (auto st = check_width(fn, type, 0); !st.ok()) return st;
     return comm->comm->broadcast(DevicePtr(send), DevicePtr(recv), count, type_of(type), root,
                                  Stream{stream});
   });
@@ -182,7 +196,8 @@ sparkrt_status* sparkrt_broadcast(sparkrt_comm* comm, SparkrtDevicePtr send,
 sparkrt_status* sparkrt_send(sparkrt_comm* comm, SparkrtDevicePtr send, size_t count,
                              int32_t type, int32_t peer, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    if (auto st = check_width(fn, type, 0); !st.ok()) return st;
     return comm->comm->send(DevicePtr(send), count, type_of(type), peer, Stream{stream});
   });
 }
@@ -190,7 +205,8 @@ sparkrt_status* sparkrt_send(sparkrt_comm* comm, SparkrtDevicePtr send, size_t c
 sparkrt_status* sparkrt_recv(sparkrt_comm* comm, SparkrtDevicePtr recv, size_t count,
                              int32_t type, int32_t peer, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(comm);
-  return guarded(__func__, [&] {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    if (auto st = check_width(fn, type, 0); !st.ok()) return st;
     return comm->comm->recv(DevicePtr(recv), count, type_of(type), peer, Stream{stream});
   });
 }

@@ -12,6 +12,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "sparkrt/device.h"
+#include "sparkrt/kernel_launch.h"
 #include "sparkrt/sparkrt_c.h"
 
 struct sparkrt_status {
@@ -34,6 +36,13 @@ struct sparkrt_kernel {
   sparkrt::Kernel kernel;
   std::string declaration;
   std::vector<std::string> type_names;  // per parameter
+  // The layout of the first argument list of scalars that passed the
+  // signature check: a later list of the same kinds has the same layout (a
+  // scalar sits at its natural alignment), so it is written into place and
+  // launched without packing or checking it again. layout_state: 0 empty,
+  // 1 being written by one thread, 2 ready (then never written again).
+  std::atomic<int> layout_state{0};
+  sparkrt::KernelLaunch::CheckedLayout layout;
 };
 
 namespace sparkrt::capi {
@@ -98,12 +107,17 @@ inline sparkrt_status* invalid(std::string message) {
   return to_c(absl::InvalidArgumentError(message));
 }
 
-// Runs `body` (returning absl::Status) with no exception escaping: an
-// allocation failure is RESOURCE_EXHAUSTED, anything else INTERNAL.
+// Runs `body` (returning absl::Status; given `function`, the entry point's
+// name, when it takes it: inside a lambda __func__ is "operator()") with no
+// exception escaping: an allocation failure is RESOURCE_EXHAUSTED, anything
+// else INTERNAL.
 template <typename Body>
 sparkrt_status* guarded(const char* function, Body&& body) {
   try {
-    return to_c(body());
+    if constexpr (std::is_invocable_v<Body, const char*>)
+      return to_c(body(function));
+    else
+      return to_c(body());
   } catch (const std::bad_alloc&) {
     return to_c(absl::ResourceExhaustedError(absl::StrFormat("%s: out of host memory", function)));
   } catch (const std::exception& e) {

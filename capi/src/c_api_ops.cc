@@ -289,7 +289,7 @@ sparkrt_status* sparkrt_turbo_cache_layout_get(uint32_t bits, uint32_t block_siz
                                                uint32_t num_kv_heads, uint32_t head_dim,
                                                sparkrt_turbo_cache_layout* out) {
   SPARKRT_C_REQUIRE(out);
-  return guarded(__func__, [&]() -> absl::Status {
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
     auto l = ops::turbo_cache_layout(bits, block_size, num_kv_heads, head_dim);
     if (!l.ok()) return l.status();
     sparkrt_turbo_cache_layout full{};
@@ -297,7 +297,7 @@ sparkrt_status* sparkrt_turbo_cache_layout_get(uint32_t bits, uint32_t block_siz
     full.v_data_section_bytes = l->v_data_section_bytes;
     full.v_block_stride_bytes = l->v_block_stride_bytes;
     return sparkrt::capi::fill_out_struct(
-        __func__, "sparkrt_turbo_cache_layout", out, full,
+        fn, "sparkrt_turbo_cache_layout", out, full,
         SPARKRT_STRUCT_SIZE(sparkrt_turbo_cache_layout, k_block_stride_bytes));
   });
 }

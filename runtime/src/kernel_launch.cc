@@ -183,17 +183,10 @@ absl::Status KernelLaunch::limits_error(const detail::KernelRecord& k,
       shared_mem_, props.max_shared_memory_per_block_optin));
 }
 
-absl::Status KernelLaunch::launch(Stream stream) const {
-  if (!kernel_)
-    return absl::InvalidArgumentError("launch: empty Kernel handle; resolve it with Device::kernel");
-  const detail::KernelRecord& k = *kernel_.record_;
-  detail::DeviceState& s = device_->state();
+// Inlined into launch(): the argument check is most of its own cost.
+[[gnu::always_inline]] inline absl::Status KernelLaunch::check_args(
+    const detail::KernelRecord& k) const {
   const KernelSignature& sig = k.signature;
-  if (k.owner != &s)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: kernel was resolved on another device; resolve it on this one", sig.entry));
-  if (s.closed)
-    return absl::FailedPreconditionError(absl::StrFormat("%s: device is closed", sig.entry));
   if (bad_align_ != 0)
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: a struct argument is aligned to %d bytes; give a power of two from 1 to 128",
@@ -216,6 +209,41 @@ absl::Status KernelLaunch::launch(Stream stream) const {
   for (uint32_t i = 0; i < num_args_ && args_match; ++i)
     kinds_fit &= k.accepted_kinds[i] >> kinds_[i];
   if (!args_match || (kinds_fit & 1) == 0) return signature_error(k);
+  return absl::OkStatus();
+}
+
+absl::Status KernelLaunch::check_layout(CheckedLayout& out) const {
+  if (!kernel_)
+    return absl::InvalidArgumentError("launch: empty Kernel handle; resolve it with Device::kernel");
+  const detail::KernelRecord& k = *kernel_.record_;
+  if (auto st = check_args(k); !st.ok()) return st;
+  out.kernel = &k;
+  out.num_args = num_args_;
+  out.params_size = params_size_;
+  std::memcpy(out.offsets, offsets_, num_args_ * sizeof(uint32_t));
+  std::memcpy(out.sizes, sizes_, num_args_ * sizeof(uint32_t));
+  std::memcpy(out.kinds, kinds_, num_args_);
+  return absl::OkStatus();
+}
+
+absl::Status KernelLaunch::launch(Stream stream) const {
+  if (!kernel_)
+    return absl::InvalidArgumentError("launch: empty Kernel handle; resolve it with Device::kernel");
+  const detail::KernelRecord& k = *kernel_.record_;
+  detail::DeviceState& s = device_->state();
+  const KernelSignature& sig = k.signature;
+  if (k.owner != &s)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: kernel was resolved on another device; resolve it on this one", sig.entry));
+  if (s.closed)
+    return absl::FailedPreconditionError(absl::StrFormat("%s: device is closed", sig.entry));
+  if (layout_ != nullptr) {
+    if (layout_->kernel != &k)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: the argument layout was checked for another kernel", sig.entry));
+  } else if (auto st = check_args(k); !st.ok()) {
+    return st;
+  }
 
   const DeviceProperties& props = s.properties;
   // (d - 1) < limit is 1 <= d <= limit in one unsigned comparison.
@@ -241,11 +269,19 @@ absl::Status KernelLaunch::launch(Stream stream) const {
   args.shared_memory_bytes = shared_mem_;
   args.stream = stream.handle;
   args.params = params_;
-  args.params_size = params_size_;
-  args.num_args = num_args_;
-  args.arg_offsets = offsets_;
-  args.arg_sizes = sizes_;
-  args.arg_kinds = kinds_;
+  if (layout_ == nullptr) {
+    args.params_size = params_size_;
+    args.num_args = num_args_;
+    args.arg_offsets = offsets_;
+    args.arg_sizes = sizes_;
+    args.arg_kinds = kinds_;
+  } else {
+    args.params_size = layout_->params_size;
+    args.num_args = layout_->num_args;
+    args.arg_offsets = layout_->offsets;
+    args.arg_sizes = layout_->sizes;
+    args.arg_kinds = layout_->kinds;
+  }
   if (SparkrtError* e = s.api->launch(&args))
     return s.plugin->status(
         e, absl::StrFormat("%s: launch %s.%s grid %s block %s shared %d stream %d", s.plugin->name(),

@@ -1,6 +1,6 @@
 /* The C API from C99 (built with -std=c99 -Wall -Wextra -Wpedantic -Werror):
  * the header compiles as C, and a program opens the mock, looks up
- * vector_add_f32, launches it with the sparkrt_arg_* helpers, sees a wrong
+ * vector_add_f32, launches it with the sparkrt_arg_* functions, sees a wrong
  * launch refused, and closes. Exit status 0 on success, 1 with the reason
  * on stderr otherwise. */
 #include <stdio.h>

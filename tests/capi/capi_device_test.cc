@@ -303,6 +303,15 @@ TEST_CASE("capi device: close(NULL) is a no-op, NULL arguments are INVALID_ARGUM
   sparkrt_device* none = nullptr;
   C_CHECK_CODE(sparkrt_device_open(&small, &none), SPARKRT_INVALID_ARGUMENT);
   CHECK(none == nullptr);
+  // Refusals name the entry point and the struct (not the lambda inside).
+  {
+    sparkrt_status* st = sparkrt_device_open(&small, &none);
+    CHECK(std::string(sparkrt_status_message(st)) ==
+          "sparkrt_device_open: sparkrt_open_options.struct_size is 0, at least " +
+              std::to_string(SPARKRT_C_OPEN_OPTIONS_SIZE) +
+              " expected; set it to the header's size macro");
+    sparkrt_status_free(st);
+  }
 
   auto dev = open_c("mock");
   sparkrt_device_properties p{};

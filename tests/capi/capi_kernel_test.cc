@@ -418,6 +418,67 @@ TEST_CASE(
   CHECK(capitest::CMock(dev.get()).launches().size() == 3);
 }
 
+TEST_CASE("capi launch: repeated kinds reuse the first layout, other kinds are packed and checked") {
+  use_test_kernels();
+  auto dev = open_c("mock");
+  const SparkrtDevicePtr buf = capitest::c_alloc(dev.get(), 4096);
+  sparkrt_kernel* kinds = capitest::c_kernel(dev.get(), "mock_kinds", "kinds_probe");
+  sparkrt_kernel* add = capitest::c_kernel(dev.get(), "vector_ops", "vector_add_f32");
+  const sparkrt_launch_config one = capitest::config({1}, {32});
+  // Scalars only, so the first list that passes becomes the cached layout;
+  // the second and third launches write their values into it.
+  struct alignas(8) Blob16 {
+    uint64_t a, b;
+  };
+  const Blob16 blob{1, 2};
+  for (int rep = 0; rep < 3; ++rep) {
+    CAPTURE(rep);
+    const sparkrt_arg args[] = {sparkrt_arg_ptr(buf + 16u * rep), sparkrt_arg_u32(7u + rep),
+                                sparkrt_arg_i32(-rep),        sparkrt_arg_u64(1ull << (40 + rep)),
+                                sparkrt_arg_i64(-3 - rep),    sparkrt_arg_f32(0.5f * rep),
+                                sparkrt_arg_f64(1.25 * rep),  sparkrt_arg_bytes(&blob, 16, 8)};
+    C_REQUIRE_OK(sparkrt_launch(kinds, &one, args, 8));
+    const sparkrt_arg add_args[] = {sparkrt_arg_ptr(buf), sparkrt_arg_ptr(buf + 256),
+                                    sparkrt_arg_ptr(buf + 512), sparkrt_arg_u32(100u + rep)};
+    C_REQUIRE_OK(sparkrt_launch(add, &one, add_args, 4));
+  }
+  const auto launches = capitest::CMock(dev.get()).launches();
+  REQUIRE(launches.size() == 6);
+  for (int rep = 0; rep < 3; ++rep) {
+    CAPTURE(rep);
+    const auto& k = launches[2 * rep];
+    REQUIRE(k.args.size() == 8);
+    CHECK(k.args[0] == MockArg::of(sparkrt::DevicePtr(buf + 16u * rep)));
+    CHECK(k.args[1] == MockArg::of(uint32_t(7u + rep)));
+    CHECK(k.args[2] == MockArg::of(int32_t{-rep}));
+    CHECK(k.args[3] == MockArg::of(uint64_t{1} << (40 + rep)));
+    CHECK(k.args[4] == MockArg::of(int64_t{-3 - rep}));
+    CHECK(k.args[5] == MockArg::of(0.5f * rep));
+    CHECK(k.args[6] == MockArg::of(1.25 * rep));
+    CHECK(k.args[7] == MockArg::of(blob));
+    const auto& a = launches[2 * rep + 1];
+    REQUIRE(a.args.size() == 4);
+    CHECK(a.args[2] == MockArg::of(sparkrt::DevicePtr(buf + 512)));
+    CHECK(a.args[3] == MockArg::of(uint32_t(100u + rep)));
+  }
+
+  // After the cache: a list of other kinds, or of another length, is packed
+  // and refused with KernelLaunch's message; bad geometry is still refused.
+  const sparkrt_arg wrong_kind[] = {sparkrt_arg_ptr(buf), sparkrt_arg_ptr(buf + 256),
+                                    sparkrt_arg_ptr(buf + 512), sparkrt_arg_f32(100.0f)};
+  C_CHECK_ERROR(sparkrt_launch(add, &one, wrong_kind, 4), SPARKRT_INVALID_ARGUMENT,
+                "vector_add_f32: parameter #3 is .u32, given f32 (float, for "
+                "'vector_add_f32_param_3'); pass a uint32_t or int32_t");
+  C_CHECK_ERROR(sparkrt_launch(add, &one, wrong_kind, 3), SPARKRT_INVALID_ARGUMENT,
+                "vector_add_f32: 4 parameters declared, 3 given (missing #3 .u32)");
+  const sparkrt_arg good[] = {sparkrt_arg_ptr(buf), sparkrt_arg_ptr(buf + 256),
+                              sparkrt_arg_ptr(buf + 512), sparkrt_arg_u32(1)};
+  const sparkrt_launch_config no_grid = capitest::config({0}, {32});
+  C_CHECK_ERROR(sparkrt_launch(add, &no_grid, good, 4), SPARKRT_INVALID_ARGUMENT,
+                "vector_add_f32: grid (0, 1, 1) has a zero dimension");
+  CHECK(capitest::CMock(dev.get()).launches().size() == 6);
+}
+
 namespace {
 
 // Device pointers for a launch: three live buffers of one device.

@@ -1,4 +1,4 @@
-// Helpers of the C API tests: owned C statuses and devices, checks that a C
+// Shared code of the C API tests: owned C statuses and devices, checks that a C
 // status equals an absl::Status (code and message), the mock's records of a
 // device opened through the C API (read through its sparkrt.mock.v1 table),
 // and the C++ launch equivalent to a C one.
@@ -56,6 +56,14 @@ inline std::string describe(const sparkrt_status* s) {
   do {                                                                                      \
     const capitest::CStatus _cs(expr);                                                      \
     CHECK_MESSAGE(sparkrt_status_code(_cs.get()) == (code), capitest::describe(_cs.get())); \
+  } while (0)
+
+// The call fails with `code` and exactly `message`.
+#define C_CHECK_ERROR(expr, code, message)                                                  \
+  do {                                                                                      \
+    const capitest::CStatus _cs(expr);                                                      \
+    CHECK_MESSAGE(sparkrt_status_code(_cs.get()) == (code), capitest::describe(_cs.get())); \
+    CHECK(std::string(sparkrt_status_message(_cs.get())) == std::string(message));         \
   } while (0)
 
 namespace capitest {

@@ -187,3 +187,73 @@ TEST_CASE("launch: handles from another device or an empty handle are refused") 
                     .arg(uint32_t{1}).arg(uint32_t{1}).launch();
   CHECK(closed.code() == absl::StatusCode::kFailedPrecondition);
 }
+
+TEST_CASE("launch: arg_bytes places a run-time struct as arg() places a C++ one") {
+  auto dev = open_mock();
+  auto axpy = dev->kernel("vector_ops", "axpy_f32");
+  REQUIRE(axpy.ok());
+  const DevicePtr x = alloc(*dev), y = alloc(*dev);
+  const Axpy s{2.f, 0, 10};
+  KernelLaunch typed(*dev, *axpy);
+  typed.grid({1}).block({32}).arg(s).arg(x).arg(y);
+  KernelLaunch runtime(*dev, *axpy);
+  runtime.grid({1}).block({32}).arg_bytes(&s, sizeof s, alignof(Axpy)).arg(x).arg(y);
+  REQUIRE(runtime.params_size() == typed.params_size());
+  CHECK(std::memcmp(runtime.params(), typed.params(), typed.params_size()) == 0);
+  CHECK(runtime.launch().ok());
+
+  for (uint32_t bad : {0u, 3u, 256u}) {
+    CAPTURE(bad);
+    auto st = KernelLaunch(*dev, *axpy).grid({1}).block({32}).arg_bytes(&s, sizeof s, bad)
+                  .arg(x).arg(y).launch();
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(st.message() == "axpy_f32: a struct argument is aligned to " +
+                                      std::to_string(bad) +
+                                      " bytes; give a power of two from 1 to 128",
+                  st.message());
+  }
+}
+
+TEST_CASE("launch: a checked layout launches values written into place, for its kernel only") {
+  auto dev = open_mock();
+  auto add = dev->kernel("vector_ops", "vector_add_f32");
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE(add.ok());
+  REQUIRE(fill.ok());
+  const DevicePtr a = alloc(*dev), b = alloc(*dev), out = alloc(*dev);
+
+  // Arguments that do not fit give check_layout launch()'s error.
+  KernelLaunch::CheckedLayout layout;
+  auto short_list = KernelLaunch(*dev, *add).arg(a).arg(b).arg(out).check_layout(layout);
+  CHECK(short_list.message() == "vector_add_f32: 4 parameters declared, 3 given (missing #3 .u32)");
+
+  KernelLaunch packed(*dev, *add);
+  packed.grid({4}).block({256}).arg(a).arg(b).arg(out).arg(uint32_t{1000});
+  REQUIRE(packed.check_layout(layout).ok());
+  CHECK(layout.num_args == 4);
+  CHECK(layout.params_size == packed.params_size());
+  CHECK(layout.offsets[3] == 24);
+  CHECK(layout.sizes[3] == 4);
+  CHECK(layout.kinds[3] == static_cast<uint8_t>(ArgKind::kU32));
+
+  // Values written at the layout's offsets give the bytes arg() packs.
+  KernelLaunch placed(*dev, *add);
+  placed.grid({4}).block({256});
+  std::byte* params = placed.use_layout(layout);
+  const uint64_t ptrs[3] = {a.addr, b.addr, out.addr};
+  for (int i = 0; i < 3; ++i) std::memcpy(params + layout.offsets[i], &ptrs[i], 8);
+  const uint32_t n = 1000;
+  std::memcpy(params + layout.offsets[3], &n, 4);
+  CHECK(std::memcmp(params, packed.params(), packed.params_size()) == 0);
+  CHECK(placed.launch().ok());
+
+  // The geometry is still checked; a layout of another kernel is refused.
+  KernelLaunch no_grid(*dev, *add);
+  no_grid.block({256}).use_layout(layout);
+  CHECK(no_grid.launch().message() ==
+        "vector_add_f32: grid (0, 0, 0) has a zero dimension (was .grid() called?)");
+  KernelLaunch other(*dev, *fill);
+  other.grid({1}).block({32}).use_layout(layout);
+  CHECK(other.launch().message() ==
+        "fill_u32: the argument layout was checked for another kernel");
+}

@@ -102,6 +102,31 @@ class KernelLaunch {
     return *this;
   }
 
+  // For language bindings (the C API), which learn the argument kinds at run
+  // time: the layout of an argument list that passed the kernel's signature
+  // check, kept to launch later lists of the same kinds without packing and
+  // checking them again.
+  struct CheckedLayout {
+    const void* kernel = nullptr;  // the kernel it was checked against
+    uint32_t num_args = 0;
+    uint32_t params_size = 0;
+    uint32_t offsets[kMaxArgs];
+    uint32_t sizes[kMaxArgs];
+    uint8_t kinds[kMaxArgs];
+  };
+  // OK, with the layout of the arguments given so far in `out`, when they fit
+  // the kernel's signature; otherwise the error launch() would return.
+  absl::Status check_layout(CheckedLayout& out) const;
+  // Takes `layout` (which must outlive the launch) instead of arg() calls
+  // and returns the parameter buffer, where the caller writes argument i's
+  // layout.sizes[i] bytes at layout.offsets[i]. launch() then skips the
+  // signature check the layout passed, and refuses a layout of another
+  // kernel.
+  std::byte* use_layout(const CheckedLayout& layout) {
+    layout_ = &layout;
+    return params_;
+  }
+
   // Checks and submits on `stream` (default: the default stream). Does not
   // wait for the kernel. May be called again to launch the same arguments.
   absl::Status launch(Stream stream = {}) const;
@@ -112,6 +137,8 @@ class KernelLaunch {
 
  private:
   absl::Status signature_error(const detail::KernelRecord& k) const;
+  // Everything launch() checks of the arguments; OK when they fit.
+  absl::Status check_args(const detail::KernelRecord& k) const;
   absl::Status limits_error(const detail::KernelRecord& k, const DeviceProperties& props) const;
 
   void push(const void* data, uint32_t size, uint32_t align, ArgKind kind) {
@@ -137,6 +164,7 @@ class KernelLaunch {
   uint32_t num_args_ = 0;
   uint32_t params_size_ = 0;
   bool overflow_ = false;
+  const CheckedLayout* layout_ = nullptr;  // use_layout(): stands in for the arrays below
   uint32_t bad_align_ = 0;  // the first alignment arg_bytes refused (0 is UINT32_MAX)
   uint32_t offsets_[kMaxArgs];
   uint32_t sizes_[kMaxArgs];
