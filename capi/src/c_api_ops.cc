@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "c_api_internal.h"
 #include "sparkrt/ops/kv_cache.h"
+#include "sparkrt/ops/mla.h"
 #include "sparkrt/ops/paged_attention.h"
 #include "sparkrt/ops/turbo_kv_cache.h"
 #include "sparkrt/ops/turbo_paged_attention.h"
@@ -26,6 +27,7 @@ struct OpKernels {
   LazyKernels<ops::PagedAttentionKernels> paged_attention;
   LazyKernels<ops::TurboKvCacheKernels> turbo_kv_cache;
   LazyKernels<ops::TurboPagedAttentionKernels> turbo_paged_attention;
+  LazyKernels<ops::MlaKernels> mla;
 };
 
 OpKernels* new_op_kernels() { return new OpKernels; }
@@ -385,6 +387,170 @@ sparkrt_status* sparkrt_paged_decode_attn_turbo(sparkrt_device* device,
         }
         return bad_field("sparkrt_paged_decode_attn_turbo", "bits", args->bits, "2, 3 or 4");
       });
+}
+
+// ---- MLA -------------------------------------------------------------------
+
+sparkrt_status* sparkrt_mla_batched_gemv(sparkrt_device* device,
+                                         const sparkrt_mla_batched_gemv_args* args,
+                                         SparkrtStream stream) {
+  return run_op(__func__, device, args, "sparkrt_mla_batched_gemv_args",
+                SPARKRT_C_MLA_BATCHED_GEMV_ARGS_SIZE, &OpKernels::mla,
+                [&](sparkrt::Device& d, const ops::MlaKernels& k) {
+                  return ops::mla_batched_gemv(d, k,
+                                               {.input = DevicePtr(args->input),
+                                                .weight = DevicePtr(args->weight),
+                                                .output = DevicePtr(args->output),
+                                                .n_out = args->n_out,
+                                                .k = args->k,
+                                                .num_heads = args->num_heads,
+                                                .input_stride = args->input_stride,
+                                                .output_stride = args->output_stride},
+                                               Stream{stream});
+                });
+}
+
+sparkrt_status* sparkrt_mla_q_rope_scatter(sparkrt_device* device,
+                                           const sparkrt_mla_q_rope_scatter_args* args,
+                                           SparkrtStream stream) {
+  return run_op(__func__, device, args, "sparkrt_mla_q_rope_scatter_args",
+                SPARKRT_C_MLA_Q_ROPE_SCATTER_ARGS_SIZE, &OpKernels::mla,
+                [&](sparkrt::Device& d, const ops::MlaKernels& k) {
+                  return ops::mla_q_rope_scatter(
+                      d, k,
+                      {.q_full = DevicePtr(args->q_full),
+                       .q_absorbed_buf = DevicePtr(args->q_absorbed_buf),
+                       .q_rope_contiguous = DevicePtr(args->q_rope_contiguous),
+                       .nq = args->nq,
+                       .hd = args->hd,
+                       .nope = args->nope,
+                       .rope = args->rope,
+                       .kv_lora = args->kv_lora,
+                       .mla_cache_dim = args->mla_cache_dim},
+                      Stream{stream});
+                });
+}
+
+sparkrt_status* sparkrt_mla_q_rope_writeback(sparkrt_device* device,
+                                             const sparkrt_mla_q_rope_writeback_args* args,
+                                             SparkrtStream stream) {
+  return run_op(__func__, device, args, "sparkrt_mla_q_rope_writeback_args",
+                SPARKRT_C_MLA_Q_ROPE_WRITEBACK_ARGS_SIZE, &OpKernels::mla,
+                [&](sparkrt::Device& d, const ops::MlaKernels& k) {
+                  return ops::mla_q_rope_writeback(
+                      d, k,
+                      {.q_rope_direct = DevicePtr(args->q_rope_direct),
+                       .q_absorbed_buf = DevicePtr(args->q_absorbed_buf),
+                       .nq = args->nq,
+                       .rope = args->rope,
+                       .kv_lora = args->kv_lora,
+                       .mla_cache_dim = args->mla_cache_dim},
+                      Stream{stream});
+                });
+}
+
+sparkrt_status* sparkrt_mla_cache_assemble(sparkrt_device* device,
+                                           const sparkrt_mla_cache_assemble_args* args,
+                                           SparkrtStream stream) {
+  return run_op(__func__, device, args, "sparkrt_mla_cache_assemble_args",
+                SPARKRT_C_MLA_CACHE_ASSEMBLE_ARGS_SIZE, &OpKernels::mla,
+                [&](sparkrt::Device& d, const ops::MlaKernels& k) {
+                  return ops::mla_cache_assemble(d, k,
+                                                 {.kv_latent = DevicePtr(args->kv_latent),
+                                                  .k_rope = DevicePtr(args->k_rope),
+                                                  .k_cache = DevicePtr(args->k_cache),
+                                                  .v_cache = DevicePtr(args->v_cache),
+                                                  .kv_lora = args->kv_lora,
+                                                  .rope = args->rope,
+                                                  .mla_cache_dim = args->mla_cache_dim},
+                                                 Stream{stream});
+                });
+}
+
+sparkrt_status* sparkrt_mla_paged_decode(sparkrt_device* device,
+                                         const sparkrt_mla_paged_decode_args* args,
+                                         SparkrtStream stream) {
+  return run_op(
+      __func__, device, args, "sparkrt_mla_paged_decode_args",
+      SPARKRT_C_MLA_PAGED_DECODE_ARGS_SIZE, &OpKernels::mla,
+      [&](sparkrt::Device& d, const ops::MlaKernels& k) -> absl::Status {
+        const Stream s{stream};
+        switch (args->cache_format) {
+          case SPARKRT_CACHE_FP8:
+            return ops::mla_paged_decode_fp8(d, k,
+                                             {.q = DevicePtr(args->q),
+                                              .k_cache = DevicePtr(args->k_cache),
+                                              .v_cache = DevicePtr(args->v_cache),
+                                              .o = DevicePtr(args->o),
+                                              .block_tables = DevicePtr(args->block_tables),
+                                              .seq_lens = DevicePtr(args->seq_lens),
+                                              .max_blocks_per_seq = args->max_blocks_per_seq,
+                                              .num_q_heads = args->num_q_heads,
+                                              .num_kv_heads = args->num_kv_heads,
+                                              .q_head_dim = args->q_head_dim,
+                                              .kv_cache_dim = args->kv_cache_dim,
+                                              .block_size = args->block_size,
+                                              .inv_sqrt_d = args->inv_sqrt_d,
+                                              .k_scale = args->k_scale,
+                                              .v_scale = args->v_scale,
+                                              .cache_stride = args->cache_stride,
+                                              .num_seqs = args->num_seqs,
+                                              .sliding_window = args->sliding_window,
+                                              .sinks = DevicePtr(args->sinks),
+                                              .comp_pool = DevicePtr(args->comp_pool),
+                                              .comp_block_count = args->comp_block_count,
+                                              .workspace = DevicePtr(args->workspace),
+                                              .workspace_bytes = args->workspace_bytes,
+                                              .num_splits = args->num_splits},
+                                             s);
+          case SPARKRT_CACHE_NVFP4:
+            return ops::mla_paged_decode_nvfp4(d, k,
+                                               {.q = DevicePtr(args->q),
+                                                .k_cache = DevicePtr(args->k_cache),
+                                                .v_cache = DevicePtr(args->v_cache),
+                                                .o = DevicePtr(args->o),
+                                                .block_tables = DevicePtr(args->block_tables),
+                                                .seq_lens = DevicePtr(args->seq_lens),
+                                                .max_blocks_per_seq = args->max_blocks_per_seq,
+                                                .num_q_heads = args->num_q_heads,
+                                                .num_kv_heads = args->num_kv_heads,
+                                                .q_head_dim = args->q_head_dim,
+                                                .kv_cache_dim = args->kv_cache_dim,
+                                                .block_size = args->block_size,
+                                                .inv_sqrt_d = args->inv_sqrt_d,
+                                                .block_stride_bytes = args->block_stride_bytes,
+                                                .data_section_bytes = args->data_section_bytes,
+                                                .num_seqs = args->num_seqs,
+                                                .workspace = DevicePtr(args->workspace),
+                                                .workspace_bytes = args->workspace_bytes,
+                                                .num_splits = args->num_splits},
+                                               s);
+        }
+        return bad_field("sparkrt_mla_paged_decode", "cache_format", args->cache_format,
+                         "SPARKRT_CACHE_FP8 (2) or SPARKRT_CACHE_NVFP4 (3)");
+      });
+}
+
+uint64_t sparkrt_mla_decode_workspace_bytes(uint32_t num_seqs, uint32_t num_q_heads,
+                                            uint32_t kv_cache_dim, uint32_t max_splits) {
+  return ops::mla_decode_workspace_bytes(num_seqs, num_q_heads, kv_cache_dim,
+                                         max_splits == 0 ? ops::kMlaMaxDecodeSplits : max_splits);
+}
+
+sparkrt_status* sparkrt_mla_nvfp4_block_layout_get(uint32_t block_size, uint32_t num_kv_heads,
+                                                   uint32_t kv_cache_dim,
+                                                   sparkrt_mla_nvfp4_block_layout* out) {
+  SPARKRT_C_REQUIRE(out);
+  return guarded(__func__, [&](const char* fn) -> absl::Status {
+    const ops::MlaNvfp4BlockLayout l =
+        ops::mla_nvfp4_block_layout(block_size, num_kv_heads, kv_cache_dim);
+    sparkrt_mla_nvfp4_block_layout full{};
+    full.data_section_bytes = l.data_section_bytes;
+    full.block_stride_bytes = l.block_stride_bytes;
+    return sparkrt::capi::fill_out_struct(
+        fn, "sparkrt_mla_nvfp4_block_layout", out, full,
+        SPARKRT_STRUCT_SIZE(sparkrt_mla_nvfp4_block_layout, data_section_bytes));
+  });
 }
 
 }  // extern "C"

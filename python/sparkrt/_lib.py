@@ -151,6 +151,8 @@ _PROTOTYPES = {
     "sparkrt_paged_decode_workspace_bytes": (c_uint64, [c_uint32, c_uint32, c_uint32, c_uint32]),
     "sparkrt_turbo_cache_layout_get": (_STATUS, [c_uint32, c_uint32, c_uint32, c_uint32,
                                                  c_void_p]),
+    "sparkrt_mla_decode_workspace_bytes": (c_uint64, [c_uint32, c_uint32, c_uint32, c_uint32]),
+    "sparkrt_mla_nvfp4_block_layout_get": (_STATUS, [c_uint32, c_uint32, c_uint32, c_void_p]),
 }
 OP_FUNCTIONS = (
     "sparkrt_fill_slots_from_block_table",
@@ -162,6 +164,11 @@ OP_FUNCTIONS = (
     "sparkrt_reshape_and_cache_turbo",
     "sparkrt_hadamard_transform_bf16",
     "sparkrt_paged_decode_attn_turbo",
+    "sparkrt_mla_batched_gemv",
+    "sparkrt_mla_q_rope_scatter",
+    "sparkrt_mla_q_rope_writeback",
+    "sparkrt_mla_cache_assemble",
+    "sparkrt_mla_paged_decode",
 )
 for _name in OP_FUNCTIONS:
     _PROTOTYPES[_name] = (_STATUS, [_DEV, c_void_p, c_uint64])

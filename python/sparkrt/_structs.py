@@ -297,6 +297,83 @@ PagedDecodeTurboArgs = _api_struct("PagedDecodeTurboArgs", [
     ("num_splits", c_uint32),
 ])
 
+MlaBatchedGemvArgs = _api_struct("MlaBatchedGemvArgs", [
+    ("input", PTR),
+    ("weight", PTR),
+    ("output", PTR),
+    ("n_out", c_uint32),
+    ("k", c_uint32),
+    ("num_heads", c_uint32),
+    ("input_stride", c_uint32),
+    ("output_stride", c_uint32),
+])
+
+MlaQRopeScatterArgs = _api_struct("MlaQRopeScatterArgs", [
+    ("q_full", PTR),
+    ("q_absorbed_buf", PTR),
+    ("q_rope_contiguous", PTR),
+    ("nq", c_uint32),
+    ("hd", c_uint32),
+    ("nope", c_uint32),
+    ("rope", c_uint32),
+    ("kv_lora", c_uint32),
+    ("mla_cache_dim", c_uint32),
+])
+
+MlaQRopeWritebackArgs = _api_struct("MlaQRopeWritebackArgs", [
+    ("q_rope_direct", PTR),
+    ("q_absorbed_buf", PTR),
+    ("nq", c_uint32),
+    ("rope", c_uint32),
+    ("kv_lora", c_uint32),
+    ("mla_cache_dim", c_uint32),
+])
+
+MlaCacheAssembleArgs = _api_struct("MlaCacheAssembleArgs", [
+    ("kv_latent", PTR),
+    ("k_rope", PTR),
+    ("k_cache", PTR),
+    ("v_cache", PTR),
+    ("kv_lora", c_uint32),
+    ("rope", c_uint32),
+    ("mla_cache_dim", c_uint32),
+])
+
+MlaPagedDecodeArgs = _api_struct("MlaPagedDecodeArgs", [
+    ("cache_format", c_int32),
+    ("q", PTR),
+    ("k_cache", PTR),
+    ("v_cache", PTR),
+    ("o", PTR),
+    ("block_tables", PTR),
+    ("seq_lens", PTR),
+    ("max_blocks_per_seq", c_uint32),
+    ("num_q_heads", c_uint32),
+    ("num_kv_heads", c_uint32),
+    ("q_head_dim", c_uint32),
+    ("kv_cache_dim", c_uint32),
+    ("block_size", c_uint32),
+    ("inv_sqrt_d", c_float),
+    ("k_scale", c_float),
+    ("v_scale", c_float),
+    ("cache_stride", c_uint64),
+    ("block_stride_bytes", c_uint64),
+    ("data_section_bytes", c_uint64),
+    ("num_seqs", c_uint32),
+    ("sliding_window", c_uint32),
+    ("sinks", PTR),
+    ("comp_pool", PTR),
+    ("comp_block_count", c_uint32),
+    ("workspace", PTR),
+    ("workspace_bytes", c_uint64),
+    ("num_splits", c_uint32),
+])
+
+MlaNvfp4BlockLayout = _api_struct("MlaNvfp4BlockLayout", [
+    ("data_section_bytes", c_uint64),
+    ("block_stride_bytes", c_uint64),
+])
+
 # The header's name and SIZE macro of each struct, for tests/test_abi.py.
 HEADER_NAMES = {
     OpenOptions: ("sparkrt_open_options", "SPARKRT_C_OPEN_OPTIONS_SIZE"),
@@ -320,4 +397,14 @@ HEADER_NAMES = {
     HadamardArgs: ("sparkrt_hadamard_args", "SPARKRT_C_HADAMARD_ARGS_SIZE"),
     PagedDecodeTurboArgs: ("sparkrt_paged_decode_turbo_args",
                            "SPARKRT_C_PAGED_DECODE_TURBO_ARGS_SIZE"),
+    MlaBatchedGemvArgs: ("sparkrt_mla_batched_gemv_args", "SPARKRT_C_MLA_BATCHED_GEMV_ARGS_SIZE"),
+    MlaQRopeScatterArgs: ("sparkrt_mla_q_rope_scatter_args",
+                          "SPARKRT_C_MLA_Q_ROPE_SCATTER_ARGS_SIZE"),
+    MlaQRopeWritebackArgs: ("sparkrt_mla_q_rope_writeback_args",
+                            "SPARKRT_C_MLA_Q_ROPE_WRITEBACK_ARGS_SIZE"),
+    MlaCacheAssembleArgs: ("sparkrt_mla_cache_assemble_args",
+                           "SPARKRT_C_MLA_CACHE_ASSEMBLE_ARGS_SIZE"),
+    MlaPagedDecodeArgs: ("sparkrt_mla_paged_decode_args", "SPARKRT_C_MLA_PAGED_DECODE_ARGS_SIZE"),
+    MlaNvfp4BlockLayout: ("sparkrt_mla_nvfp4_block_layout",
+                          "SPARKRT_C_MLA_NVFP4_BLOCK_LAYOUT_SIZE"),
 }

@@ -1,5 +1,5 @@
-"""The op wrappers of sparkrt_c.h: KV-cache writes, paged decode attention and
-the TurboQuant caches.
+"""The op wrappers of sparkrt_c.h: KV-cache writes, paged decode attention,
+the TurboQuant caches and MLA.
 
 Each op takes the device, then keyword arguments named as the fields of its C
 struct (no defaults: every field is given, zero where the header says 0 means
@@ -28,9 +28,11 @@ from .device import stream_handle
 
 
 class CacheFormat(enum.IntEnum):
-    """sparkrt_cache_format: paged_decode_attn's cache_format."""
+    """sparkrt_cache_format: the cache_format of paged_decode_attn (BF16, FP8)
+    and of mla_paged_decode (FP8, NVFP4)."""
     BF16 = 1
     FP8 = 2
+    NVFP4 = 3
 
 
 class FusedKVariant(enum.IntEnum):
@@ -203,10 +205,76 @@ paged_decode_attn_turbo = _make_op(
     "Decode attention over a bf16 K cache and a TurboQuant V cache; the output is rotated "
     "(apply hadamard_transform_bf16 to read it).")
 
+# ---- MLA (module mla) ------------------------------------------------------
+
+mla_batched_gemv = _make_op(
+    "mla_batched_gemv", _structs.MlaBatchedGemvArgs,
+    "output[h * output_stride + n] = sum_k weight[h][n][k] * input[h * input_stride + k] for "
+    "h < num_heads, n < n_out (bf16, f32 accumulation).")
+
+mla_q_rope_scatter = _make_op(
+    "mla_q_rope_scatter", _structs.MlaQRopeScatterArgs,
+    "Copies each head's rope part q_full[h][nope, nope + rope) to "
+    "q_absorbed_buf[h][kv_lora, kv_lora + rope) and to q_rope_contiguous[h].")
+
+mla_q_rope_writeback = _make_op(
+    "mla_q_rope_writeback", _structs.MlaQRopeWritebackArgs,
+    "q_absorbed_buf[h][kv_lora, kv_lora + rope) = q_rope_direct[h][0, rope).")
+
+mla_cache_assemble = _make_op(
+    "mla_cache_assemble", _structs.MlaCacheAssembleArgs,
+    "One token's bf16 cache rows: k_cache = [kv_latent | k_rope | zeros], "
+    "v_cache = [kv_latent | zeros], mla_cache_dim values each.")
+
+mla_paged_decode = _make_op(
+    "mla_paged_decode", _structs.MlaPagedDecodeArgs,
+    "MLA decode attention over an FP8 or NVFP4 paged cache (`cache_format`, a CacheFormat); "
+    "FP8 reads k_scale, v_scale, cache_stride, sliding_window, sinks, comp_pool and "
+    "comp_block_count, NVFP4 block_stride_bytes and data_section_bytes "
+    "(mla_nvfp4_block_layout). Split-KV needs a workspace of mla_decode_workspace_bytes.")
+
+
+def _u32_args(function, pairs):
+    vals = [_args._integer(v, n) for v, n in pairs]
+    for v in vals:
+        if not 0 <= v < 2**32:
+            raise OverflowError(f"{function}: {v} is out of range")
+    return vals
+
+
+def mla_decode_workspace_bytes(num_seqs, num_q_heads, kv_cache_dim, max_splits=0):
+    """Workspace bytes mla_paged_decode needs for up to `max_splits` splits
+    (0: the op's largest)."""
+    vals = _u32_args("mla_decode_workspace_bytes",
+                     ((num_seqs, "num_seqs"), (num_q_heads, "num_q_heads"),
+                      (kv_cache_dim, "kv_cache_dim"), (max_splits, "max_splits")))
+    return library().sparkrt_mla_decode_workspace_bytes(*vals)
+
+
+class MlaNvfp4BlockLayout(NamedTuple):
+    """The bytes of one NVFP4 MLA cache block (sparkrt_mla_nvfp4_block_layout)."""
+    data_section_bytes: int
+    block_stride_bytes: int
+
+
+def mla_nvfp4_block_layout(block_size, num_kv_heads, kv_cache_dim):
+    """The layout of an NVFP4 cache block of `block_size` tokens, its scales
+    packed right after the data."""
+    vals = _u32_args("mla_nvfp4_block_layout",
+                     ((block_size, "block_size"), (num_kv_heads, "num_kv_heads"),
+                      (kv_cache_dim, "kv_cache_dim")))
+    out = _structs.MlaNvfp4BlockLayout.new()
+    check(library().sparkrt_mla_nvfp4_block_layout_get(*vals, byref(out)))
+    return MlaNvfp4BlockLayout(out.data_section_bytes, out.block_stride_bytes)
+
+
 __all__ = [
     "CacheFormat", "FusedKVariant", "TurboCacheLayout",
     "fill_slots_from_block_table", "reshape_and_cache", "reshape_and_cache_flash_v_only",
     "reshape_and_cache_fp8", "fused_k_norm_rope_cache_write", "paged_decode_attn",
     "paged_decode_workspace_bytes", "decode_workspace", "turbo_cache_layout",
     "reshape_and_cache_turbo", "hadamard_transform_bf16", "paged_decode_attn_turbo",
+    "MlaNvfp4BlockLayout", "mla_batched_gemv", "mla_q_rope_scatter", "mla_q_rope_writeback",
+    "mla_cache_assemble", "mla_paged_decode", "mla_decode_workspace_bytes",
+    "mla_nvfp4_block_layout",
 ]

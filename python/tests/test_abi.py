@@ -132,3 +132,11 @@ def test_ops_cover_every_op_function_of_the_header():
     for name in declared:
         assert callable(getattr(ops, name, None)), name
         assert name in ops.__all__
+
+
+def test_every_header_struct_has_a_layout_check():
+    header = (INCLUDES[0] / "sparkrt" / "sparkrt_c.h").read_text()
+    macros = set(re.findall(r"#define (SPARKRT_C_\w+_SIZE)\b", header))
+    assert macros, "no SIZE macros found"
+    checked = {macro for _, _, macro in _layouts() if macro}
+    assert macros - checked == set()

@@ -1,4 +1,4 @@
-"""Devices, memory, streams and events on the mock and cpu backends."""
+"""Devices, memory, streams and events on every backend the run selects."""
 import gc
 
 import numpy as np

@@ -331,3 +331,66 @@ def test_every_other_op_reaches_its_kernels(dev, backend, seeded):
     norms = np.linalg.norm(x, axis=2, keepdims=True)
     assert np.all(np.abs(y - x) <= 2.0**-8 * (np.abs(x) + norms) * 1.01 + 1e-6), seeded.where
     assert not np.any(out.to_numpy() == 0x7FC1), f"turbo decode left output; {seeded.where}"
+
+
+@pytest.mark.backends("mock", "cpu")
+def test_mla_cache_assemble(dev, backend, seeded):
+    """One token's MLA cache rows: K = [latent | rope | zeros], V = [latent | zeros]."""
+    kv_lora, rope, dim = 448, 64, 576
+    latent = sparkrt.bf16_from_f32(seeded.rng.uniform(0.25, 2.0, kv_lora) *
+                                   seeded.rng.choice([-1.0, 1.0], kv_lora))
+    k_rope = sparkrt.bf16_from_f32(seeded.rng.uniform(0.25, 2.0, rope) *
+                                   seeded.rng.choice([-1.0, 1.0], rope))
+    poison = np.full(dim, 0x7FC1, np.uint16)
+    k_row, v_row = dev.from_numpy(poison), dev.from_numpy(poison)
+    ops.mla_cache_assemble(dev, kv_latent=dev.from_numpy(latent), k_rope=dev.from_numpy(k_rope),
+                           k_cache=k_row, v_cache=v_row, kv_lora=kv_lora, rope=rope,
+                           mla_cache_dim=dim)
+    dev.synchronize()
+    if backend == "mock":
+        assert mock_launches(dev) == [MockLaunch("mla", "mla_cache_assemble", (1, 1, 1),
+                                                 (dim, 1, 1))]
+        return
+    zeros = np.zeros(dim - kv_lora - rope, np.uint16)
+    assert np.array_equal(k_row.to_numpy(), np.concatenate([latent, k_rope, zeros])), seeded.where
+    assert np.array_equal(v_row.to_numpy(), np.concatenate(
+        [latent, np.zeros(dim - kv_lora, np.uint16)])), seeded.where
+
+
+@pytest.mark.backends("mock")
+def test_mla_paged_decode_on_the_mock(dev):
+    """An fp8 MLA decode with enough sequences to take the tiled kernel: one
+    CTA per 16 query heads of the KV head and sequence, 320 threads."""
+    seqs, heads, dim, block, max_blocks = 12, 32, 576, 64, 2
+    stride = block * dim
+    pool = dev.zeros(seqs * max_blocks * stride, np.uint8)
+    q = dev.zeros((seqs, heads, dim), np.uint16)
+    out = dev.zeros((seqs, heads, dim - 64), np.uint16)
+    tables = dev.from_numpy(np.arange(seqs * max_blocks, dtype=np.int32).reshape(seqs, -1))
+    lens = dev.from_numpy(np.full(seqs, 100, np.int32))
+    ops.mla_paged_decode(
+        dev, cache_format=ops.CacheFormat.FP8, q=q, k_cache=pool, v_cache=pool, o=out,
+        block_tables=tables, seq_lens=lens, max_blocks_per_seq=max_blocks, num_q_heads=heads,
+        num_kv_heads=1, q_head_dim=dim, kv_cache_dim=dim, block_size=block,
+        inv_sqrt_d=1 / math.sqrt(192), k_scale=0.02, v_scale=0.03, cache_stride=stride,
+        block_stride_bytes=0, data_section_bytes=0, num_seqs=seqs, sliding_window=0,
+        sinks=None, comp_pool=None, comp_block_count=0, workspace=None, workspace_bytes=0,
+        num_splits=0)
+    assert mock_launches(dev) == [MockLaunch("mla", "mla_paged_decode_fp8",
+                                             (heads // 16, seqs, 1), (320, 1, 1))]
+    with pytest.raises(sparkrt.Error) as info:
+        ops.mla_paged_decode(
+            dev, cache_format=ops.CacheFormat.BF16, q=q, k_cache=pool, v_cache=pool, o=out,
+            block_tables=tables, seq_lens=lens, max_blocks_per_seq=max_blocks,
+            num_q_heads=heads, num_kv_heads=1, q_head_dim=dim, kv_cache_dim=dim,
+            block_size=block, inv_sqrt_d=0.07, k_scale=1, v_scale=1, cache_stride=stride,
+            block_stride_bytes=0, data_section_bytes=0, num_seqs=seqs, sliding_window=0,
+            sinks=None, comp_pool=None, comp_block_count=0, workspace=None, workspace_bytes=0,
+            num_splits=0)
+    assert info.value.code == sparkrt.StatusCode.INVALID_ARGUMENT
+    assert "cache_format" in info.value.message
+    layout = ops.mla_nvfp4_block_layout(block, 1, dim)
+    assert layout.data_section_bytes == block * dim // 2
+    assert layout.data_section_bytes + block * dim // 16 <= layout.block_stride_bytes
+    assert ops.mla_decode_workspace_bytes(1, 16, dim, 2) < ops.mla_decode_workspace_bytes(1, 16,
+                                                                                         dim)

@@ -4,7 +4,7 @@
 // and refuses a bad shape with the same message; what only C can get wrong
 // (struct_size, an unknown variant, cache format or bit width) is
 // INVALID_ARGUMENT naming it. On cpu, a decode through the C op equals the
-// C++ op bit for bit on random inputs.
+// C++ op bit for bit on random inputs (bf16 paged attention, fp8 MLA).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "capi_test_support.h"
 #include "sparkrt/numeric.h"
 #include "sparkrt/ops/kv_cache.h"
+#include "sparkrt/ops/mla.h"
 #include "sparkrt/ops/paged_attention.h"
 #include "sparkrt/ops/turbo_kv_cache.h"
 #include "sparkrt/ops/turbo_paged_attention.h"
@@ -54,6 +55,7 @@ struct MockPair {
   ops::PagedAttentionKernels pa = resolve<ops::PagedAttentionKernels>(*cpp);
   ops::TurboKvCacheKernels tkv = resolve<ops::TurboKvCacheKernels>(*cpp);
   ops::TurboPagedAttentionKernels tpa = resolve<ops::TurboPagedAttentionKernels>(*cpp);
+  ops::MlaKernels mla = resolve<ops::MlaKernels>(*cpp);
 
   static sparkrt::testing::MockInspector attach(sparkrt::Device& d) {
     auto m = sparkrt::testing::MockInspector::attach(d);
@@ -1002,6 +1004,573 @@ TEST_CASE("capi ops: a bf16 decode on cpu through C equals the C++ op bit for bi
     std::vector<bf16_bits> got(h.out_elems()), want(h.out_elems());
     C_REQUIRE_OK(sparkrt_copy_d2h(c.get(), ca.out, got.data(), got.size() * 2));
     REQUIRE(cpp->copy_d2h(DevicePtr(pa.out), want).ok());
+    size_t nan = 0, differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      nan += std::isnan(sparkrt::numeric::bf16_to_f32(got[i]));
+      differ += got[i] != want[i];
+    }
+    CHECK_MESSAGE(nan == 0, nan, " outputs not written");
+    CHECK_MESSAGE(differ == 0, differ, " of ", got.size(), " outputs differ from C++'s");
+  }
+}
+
+// ---- MLA -----------------------------------------------------------------
+
+namespace {
+
+absl::Status cpp_mla_gemv(MockPair& p, const sparkrt_mla_batched_gemv_args& a) {
+  return ops::mla_batched_gemv(*p.cpp, p.mla,
+                               {.input = DevicePtr(a.input),
+                                .weight = DevicePtr(a.weight),
+                                .output = DevicePtr(a.output),
+                                .n_out = a.n_out,
+                                .k = a.k,
+                                .num_heads = a.num_heads,
+                                .input_stride = a.input_stride,
+                                .output_stride = a.output_stride},
+                               p.cpp_stream);
+}
+
+absl::Status cpp_mla_scatter(MockPair& p, const sparkrt_mla_q_rope_scatter_args& a) {
+  return ops::mla_q_rope_scatter(*p.cpp, p.mla,
+                                 {.q_full = DevicePtr(a.q_full),
+                                  .q_absorbed_buf = DevicePtr(a.q_absorbed_buf),
+                                  .q_rope_contiguous = DevicePtr(a.q_rope_contiguous),
+                                  .nq = a.nq,
+                                  .hd = a.hd,
+                                  .nope = a.nope,
+                                  .rope = a.rope,
+                                  .kv_lora = a.kv_lora,
+                                  .mla_cache_dim = a.mla_cache_dim},
+                                 p.cpp_stream);
+}
+
+absl::Status cpp_mla_writeback(MockPair& p, const sparkrt_mla_q_rope_writeback_args& a) {
+  return ops::mla_q_rope_writeback(*p.cpp, p.mla,
+                                   {.q_rope_direct = DevicePtr(a.q_rope_direct),
+                                    .q_absorbed_buf = DevicePtr(a.q_absorbed_buf),
+                                    .nq = a.nq,
+                                    .rope = a.rope,
+                                    .kv_lora = a.kv_lora,
+                                    .mla_cache_dim = a.mla_cache_dim},
+                                   p.cpp_stream);
+}
+
+absl::Status cpp_mla_assemble(MockPair& p, const sparkrt_mla_cache_assemble_args& a) {
+  return ops::mla_cache_assemble(*p.cpp, p.mla,
+                                 {.kv_latent = DevicePtr(a.kv_latent),
+                                  .k_rope = DevicePtr(a.k_rope),
+                                  .k_cache = DevicePtr(a.k_cache),
+                                  .v_cache = DevicePtr(a.v_cache),
+                                  .kv_lora = a.kv_lora,
+                                  .rope = a.rope,
+                                  .mla_cache_dim = a.mla_cache_dim},
+                                 p.cpp_stream);
+}
+
+ops::MlaPagedDecodeFp8Args mla_fp8_args(const sparkrt_mla_paged_decode_args& a) {
+  return {.q = DevicePtr(a.q),
+          .k_cache = DevicePtr(a.k_cache),
+          .v_cache = DevicePtr(a.v_cache),
+          .o = DevicePtr(a.o),
+          .block_tables = DevicePtr(a.block_tables),
+          .seq_lens = DevicePtr(a.seq_lens),
+          .max_blocks_per_seq = a.max_blocks_per_seq,
+          .num_q_heads = a.num_q_heads,
+          .num_kv_heads = a.num_kv_heads,
+          .q_head_dim = a.q_head_dim,
+          .kv_cache_dim = a.kv_cache_dim,
+          .block_size = a.block_size,
+          .inv_sqrt_d = a.inv_sqrt_d,
+          .k_scale = a.k_scale,
+          .v_scale = a.v_scale,
+          .cache_stride = a.cache_stride,
+          .num_seqs = a.num_seqs,
+          .sliding_window = a.sliding_window,
+          .sinks = DevicePtr(a.sinks),
+          .comp_pool = DevicePtr(a.comp_pool),
+          .comp_block_count = a.comp_block_count,
+          .workspace = DevicePtr(a.workspace),
+          .workspace_bytes = a.workspace_bytes,
+          .num_splits = a.num_splits};
+}
+
+ops::MlaPagedDecodeNvfp4Args mla_nvfp4_args(const sparkrt_mla_paged_decode_args& a) {
+  return {.q = DevicePtr(a.q),
+          .k_cache = DevicePtr(a.k_cache),
+          .v_cache = DevicePtr(a.v_cache),
+          .o = DevicePtr(a.o),
+          .block_tables = DevicePtr(a.block_tables),
+          .seq_lens = DevicePtr(a.seq_lens),
+          .max_blocks_per_seq = a.max_blocks_per_seq,
+          .num_q_heads = a.num_q_heads,
+          .num_kv_heads = a.num_kv_heads,
+          .q_head_dim = a.q_head_dim,
+          .kv_cache_dim = a.kv_cache_dim,
+          .block_size = a.block_size,
+          .inv_sqrt_d = a.inv_sqrt_d,
+          .block_stride_bytes = a.block_stride_bytes,
+          .data_section_bytes = a.data_section_bytes,
+          .num_seqs = a.num_seqs,
+          .workspace = DevicePtr(a.workspace),
+          .workspace_bytes = a.workspace_bytes,
+          .num_splits = a.num_splits};
+}
+
+absl::Status cpp_mla_decode_on(sparkrt::Device& dev, const ops::MlaKernels& k,
+                               const sparkrt_mla_paged_decode_args& a, Stream stream) {
+  if (a.cache_format == SPARKRT_CACHE_FP8)
+    return ops::mla_paged_decode_fp8(dev, k, mla_fp8_args(a), stream);
+  REQUIRE(a.cache_format == SPARKRT_CACHE_NVFP4);
+  return ops::mla_paged_decode_nvfp4(dev, k, mla_nvfp4_args(a), stream);
+}
+
+absl::Status cpp_mla_decode(MockPair& p, const sparkrt_mla_paged_decode_args& a) {
+  return cpp_mla_decode_on(*p.cpp, p.mla, a, p.cpp_stream);
+}
+
+// The geometry the C++ plan gives: "per head", "tiled" or "split".
+std::string mla_path(const sparkrt::Device& dev, const sparkrt_mla_paged_decode_args& a) {
+  const auto plan = a.cache_format == SPARKRT_CACHE_FP8
+                        ? ops::plan_mla_paged_decode_fp8(dev, mla_fp8_args(a))
+                        : ops::plan_mla_paged_decode_nvfp4(dev, mla_nvfp4_args(a));
+  REQUIRE_MESSAGE(plan.ok(), plan.status().ToString());
+  if (!plan->tiled) return "per head";
+  return plan->num_splits > 1 ? "split" : "tiled";
+}
+
+sparkrt_mla_batched_gemv_args mla_gemv(uint64_t base) {
+  sparkrt_mla_batched_gemv_args a{};
+  a.struct_size = SPARKRT_C_MLA_BATCHED_GEMV_ARGS_SIZE;
+  a.input = at(base, 0);
+  a.weight = at(base, 1);
+  a.output = at(base, 2);
+  a.n_out = 512;
+  a.k = 128;
+  a.num_heads = 16;
+  a.input_stride = 192;
+  a.output_stride = 576;
+  return a;
+}
+
+sparkrt_mla_q_rope_scatter_args mla_scatter(uint64_t base) {
+  sparkrt_mla_q_rope_scatter_args a{};
+  a.struct_size = SPARKRT_C_MLA_Q_ROPE_SCATTER_ARGS_SIZE;
+  a.q_full = at(base, 0);
+  a.q_absorbed_buf = at(base, 1);
+  a.q_rope_contiguous = at(base, 2);
+  a.nq = 16;
+  a.hd = 192;
+  a.nope = 128;
+  a.rope = 64;
+  a.kv_lora = 512;
+  a.mla_cache_dim = 576;
+  return a;
+}
+
+sparkrt_mla_q_rope_writeback_args mla_writeback(uint64_t base) {
+  sparkrt_mla_q_rope_writeback_args a{};
+  a.struct_size = SPARKRT_C_MLA_Q_ROPE_WRITEBACK_ARGS_SIZE;
+  a.q_rope_direct = at(base, 0);
+  a.q_absorbed_buf = at(base, 1);
+  a.nq = 16;
+  a.rope = 64;
+  a.kv_lora = 512;
+  a.mla_cache_dim = 576;
+  return a;
+}
+
+sparkrt_mla_cache_assemble_args mla_assemble(uint64_t base) {
+  sparkrt_mla_cache_assemble_args a{};
+  a.struct_size = SPARKRT_C_MLA_CACHE_ASSEMBLE_ARGS_SIZE;
+  a.kv_latent = at(base, 0);
+  a.k_rope = at(base, 1);
+  a.k_cache = at(base, 2);
+  a.v_cache = at(base, 3);
+  a.kv_lora = 512;
+  a.rope = 64;
+  a.mla_cache_dim = 576;
+  return a;
+}
+
+struct MlaShape {
+  uint32_t seqs, q_heads, kv_heads, q_head_dim, block, max_blocks, splits;
+  bool workspace, v_is_k;
+  const char* path;  // what the C++ plan takes on the default mock
+};
+
+// Decode shapes that take each path on the default (H200-like) mock.
+const MlaShape kMlaShapes[] = {
+    {12, 32, 1, 576, 64, 40, 0, false, false, "tiled"},  // enough CTAs, no workspace
+    {9, 32, 2, 576, 64, 40, 1, true, true, "tiled"},     // GQA, V is K, a single pass asked for
+    {2, 16, 1, 568, 64, 40, 0, true, false, "per head"},  // q_head_dim not a multiple of 16
+    {1, 16, 1, 576, 64, 64, 0, true, true, "split"},      // the op's choice: one CTA, 64 tiles
+    {2, 16, 1, 576, 64, 64, 5, true, false, "split"},     // forced
+};
+
+sparkrt_mla_paged_decode_args mla_decode(uint64_t base, int32_t format, const MlaShape& s) {
+  sparkrt_mla_paged_decode_args a{};
+  a.struct_size = SPARKRT_C_MLA_PAGED_DECODE_ARGS_SIZE;
+  a.cache_format = format;
+  a.q = at(base, 0);
+  a.k_cache = at(base, 1);
+  a.v_cache = s.v_is_k ? a.k_cache : at(base, 2);
+  a.o = at(base, 3);
+  a.block_tables = at(base, 4);
+  a.seq_lens = at(base, 5);
+  a.max_blocks_per_seq = s.max_blocks;
+  a.num_q_heads = s.q_heads;
+  a.num_kv_heads = s.kv_heads;
+  a.q_head_dim = s.q_head_dim;
+  a.kv_cache_dim = 576;
+  a.block_size = s.block;
+  a.inv_sqrt_d = 1.0f / std::sqrt(192.0f);
+  if (format == SPARKRT_CACHE_FP8) {
+    a.k_scale = 0.02f;
+    a.v_scale = 0.03f;
+    a.cache_stride = uint64_t{s.block} * s.kv_heads * 576 + 64;
+    a.sliding_window = s.splits == 0 && s.seqs == 1 ? 0 : 2048;
+    a.sinks = at(base, 6);
+    a.comp_pool = s.workspace ? uint64_t{0} : at(base, 7);
+    a.comp_block_count = s.workspace ? 0 : 3;
+  } else {
+    const auto layout = ops::mla_nvfp4_block_layout(s.block, s.kv_heads, 576);
+    a.block_stride_bytes = layout.block_stride_bytes + 32;
+    a.data_section_bytes = layout.data_section_bytes;
+  }
+  a.num_seqs = s.seqs;
+  if (s.workspace) {
+    a.workspace = at(base, 8);
+    a.workspace_bytes = ops::mla_decode_workspace_bytes(s.seqs, s.q_heads, 576, 8);
+    REQUIRE(a.workspace_bytes <= 8 * MockPair::kRegion);
+  }
+  a.num_splits = s.splits;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("capi ops: the mla gemv, rope and cache-assembly ops launch what C++ launches") {
+  MockPair p;
+  p.compare<sparkrt_mla_batched_gemv_args>(mla_gemv, sparkrt_mla_batched_gemv, cpp_mla_gemv, true);
+  p.compare<sparkrt_mla_q_rope_scatter_args>(mla_scatter, sparkrt_mla_q_rope_scatter,
+                                             cpp_mla_scatter, true);
+  p.compare<sparkrt_mla_q_rope_writeback_args>(mla_writeback, sparkrt_mla_q_rope_writeback,
+                                               cpp_mla_writeback, true);
+  p.compare<sparkrt_mla_cache_assemble_args>(mla_assemble, sparkrt_mla_cache_assemble,
+                                             cpp_mla_assemble, true);
+
+  // Bad shapes: the C++ op's messages, nothing launched.
+  const auto refused = [](int32_t code) { CHECK(code == SPARKRT_INVALID_ARGUMENT); };
+  refused(p.compare<sparkrt_mla_batched_gemv_args>(
+      [](uint64_t b) {
+        auto a = mla_gemv(b);
+        a.input_stride = a.k - 1;
+        return a;
+      },
+      sparkrt_mla_batched_gemv, cpp_mla_gemv, false));
+  refused(p.compare<sparkrt_mla_q_rope_scatter_args>(
+      [](uint64_t b) {
+        auto a = mla_scatter(b);
+        a.hd = a.nope + a.rope - 1;
+        return a;
+      },
+      sparkrt_mla_q_rope_scatter, cpp_mla_scatter, false));
+  refused(p.compare<sparkrt_mla_q_rope_writeback_args>(
+      [](uint64_t b) {
+        auto a = mla_writeback(b);
+        a.kv_lora = a.mla_cache_dim - a.rope + 1;
+        return a;
+      },
+      sparkrt_mla_q_rope_writeback, cpp_mla_writeback, false));
+  refused(p.compare<sparkrt_mla_cache_assemble_args>(
+      [](uint64_t b) {
+        auto a = mla_assemble(b);
+        a.mla_cache_dim = 4096;  // beyond a block of threads
+        return a;
+      },
+      sparkrt_mla_cache_assemble, cpp_mla_assemble, false));
+  // Empty work launches nothing, in C as in C++.
+  CHECK(p.compare<sparkrt_mla_batched_gemv_args>(
+            [](uint64_t b) {
+              auto a = mla_gemv(b);
+              a.num_heads = 0;
+              return a;
+            },
+            sparkrt_mla_batched_gemv, cpp_mla_gemv, false) == SPARKRT_OK);
+  CHECK(p.c_mock.launches().empty());
+}
+
+TEST_CASE("capi ops: mla paged decode launches what the C++ op launches, every path and format") {
+  MockPair p;
+  for (int32_t format : {SPARKRT_CACHE_FP8, SPARKRT_CACHE_NVFP4}) {
+    std::set<std::string> paths, entries;
+    for (const MlaShape& s : kMlaShapes) {
+      INFO("format ", format, ", ", s.seqs, " seqs, ", s.q_heads, "/", s.kv_heads,
+           " heads, q_head_dim ", s.q_head_dim, ", splits ", s.splits, ", expected ", s.path);
+      p.compare<sparkrt_mla_paged_decode_args>(
+          [format, s](uint64_t base) { return mla_decode(base, format, s); },
+          sparkrt_mla_paged_decode, cpp_mla_decode, true);
+      const std::string path = mla_path(*p.cpp, mla_decode(p.cpp_base, format, s));
+      CHECK(path == s.path);
+      paths.insert(path);
+      for (const auto& l : p.cpp_mock.launches()) entries.insert(l.entry);
+    }
+    CHECK(paths == std::set<std::string>{"per head", "tiled", "split"});
+    const std::string type = format == SPARKRT_CACHE_FP8 ? "fp8" : "nvfp4";
+    CHECK(entries == std::set<std::string>{"mla_paged_decode_" + type,
+                                           "mla_paged_decode_" + type + "_split",
+                                           "mla_decode_combine"});
+    // Bad shapes: the C++ op's messages.
+    for (const auto& bad : std::vector<std::function<void(sparkrt_mla_paged_decode_args&)>>{
+             [](sparkrt_mla_paged_decode_args& a) { a.num_q_heads = 33; },  // not a multiple of KV
+             [](sparkrt_mla_paged_decode_args& a) { a.kv_cache_dim = 64; },
+             [](sparkrt_mla_paged_decode_args& a) { a.q_head_dim = 600; },
+             [](sparkrt_mla_paged_decode_args& a) { a.num_splits = 65; },
+             [](sparkrt_mla_paged_decode_args& a) {
+               a.k_scale = 0.0f;           // FP8 refuses it
+               a.data_section_bytes = 1;  // NVFP4 refuses it
+             },
+         }) {
+      CHECK(p.compare<sparkrt_mla_paged_decode_args>(
+                [format, bad](uint64_t base) {
+                  auto a = mla_decode(base, format, kMlaShapes[1]);
+                  bad(a);
+                  return a;
+                },
+                sparkrt_mla_paged_decode, cpp_mla_decode, false) == SPARKRT_INVALID_ARGUMENT);
+    }
+    // No sequences: nothing launched.
+    CHECK(p.compare<sparkrt_mla_paged_decode_args>(
+              [format](uint64_t base) {
+                auto a = mla_decode(base, format, kMlaShapes[0]);
+                a.num_seqs = 0;
+                return a;
+              },
+              sparkrt_mla_paged_decode, cpp_mla_decode, false) == SPARKRT_OK);
+    CHECK(p.c_mock.launches().empty());
+  }
+
+  for (uint32_t seqs : {1u, 4u, 64u}) {
+    for (uint32_t heads : {16u, 128u}) {
+      for (uint32_t dim : {512u, 576u}) {
+        for (uint32_t splits : {0u, 2u, 64u}) {
+          CHECK(sparkrt_mla_decode_workspace_bytes(seqs, heads, dim, splits) ==
+                (splits == 0 ? ops::mla_decode_workspace_bytes(seqs, heads, dim)
+                             : ops::mla_decode_workspace_bytes(seqs, heads, dim, splits)));
+        }
+      }
+    }
+  }
+  for (uint32_t block : {1u, 16u, 64u, 100u}) {
+    for (uint32_t kv_heads : {1u, 3u}) {
+      for (uint32_t dim : {80u, 576u}) {
+        const ops::MlaNvfp4BlockLayout want = ops::mla_nvfp4_block_layout(block, kv_heads, dim);
+        sparkrt_mla_nvfp4_block_layout got{};
+        got.struct_size = SPARKRT_C_MLA_NVFP4_BLOCK_LAYOUT_SIZE;
+        C_REQUIRE_OK(sparkrt_mla_nvfp4_block_layout_get(block, kv_heads, dim, &got));
+        CHECK(got.data_section_bytes == want.data_section_bytes);
+        CHECK(got.block_stride_bytes == want.block_stride_bytes);
+      }
+    }
+  }
+  // An older caller's struct is filled up to its struct_size, no further.
+  sparkrt_mla_nvfp4_block_layout older{};
+  older.struct_size = SPARKRT_STRUCT_SIZE(sparkrt_mla_nvfp4_block_layout, data_section_bytes);
+  older.block_stride_bytes = 12345;
+  C_REQUIRE_OK(sparkrt_mla_nvfp4_block_layout_get(64, 1, 576, &older));
+  CHECK(older.data_section_bytes == ops::mla_nvfp4_block_layout(64, 1, 576).data_section_bytes);
+  CHECK(older.block_stride_bytes == 12345);
+}
+
+TEST_CASE("capi ops: mla: what only C can get wrong is INVALID_ARGUMENT naming the field") {
+  MockPair p;
+  sparkrt_device* dev = p.c.get();
+  const uint64_t base = p.c_base;
+  const auto refused = [&](sparkrt_status* raw, const char* field) {
+    const CStatus s(raw);
+    CHECK_MESSAGE(sparkrt_status_code(s.get()) == SPARKRT_INVALID_ARGUMENT, describe(s.get()));
+    CHECK_MESSAGE(message_of(s.get()).find(field) != std::string::npos, "expected '",
+                  std::string(field), "' in: ", describe(s.get()));
+  };
+  for (const size_t shortfall : {size_t{0}, size_t{1}}) {
+    INFO("shortfall ", shortfall);
+    auto g = mla_gemv(base);
+    g.struct_size = shortfall ? g.struct_size - 1 : 0;
+    refused(sparkrt_mla_batched_gemv(dev, &g, 0), "struct_size");
+    auto sc = mla_scatter(base);
+    sc.struct_size = shortfall ? sc.struct_size - 1 : 0;
+    refused(sparkrt_mla_q_rope_scatter(dev, &sc, 0), "struct_size");
+    auto w = mla_writeback(base);
+    w.struct_size = shortfall ? w.struct_size - 1 : 0;
+    refused(sparkrt_mla_q_rope_writeback(dev, &w, 0), "struct_size");
+    auto as = mla_assemble(base);
+    as.struct_size = shortfall ? as.struct_size - 1 : 0;
+    refused(sparkrt_mla_cache_assemble(dev, &as, 0), "struct_size");
+    for (int32_t format : {SPARKRT_CACHE_FP8, SPARKRT_CACHE_NVFP4}) {
+      auto d = mla_decode(base, format, kMlaShapes[0]);
+      d.struct_size = shortfall ? d.struct_size - 1 : 0;
+      refused(sparkrt_mla_paged_decode(dev, &d, 0), "struct_size");
+    }
+  }
+  // BF16 is a format of sparkrt_paged_decode_attn, not of the MLA decode.
+  for (int32_t format : {0, int32_t{SPARKRT_CACHE_BF16}, 4, -1}) {
+    INFO("cache_format ", format);
+    auto d = mla_decode(base, SPARKRT_CACHE_FP8, kMlaShapes[0]);
+    d.cache_format = format;
+    refused(sparkrt_mla_paged_decode(dev, &d, 0), "cache_format");
+  }
+  {
+    sparkrt_mla_nvfp4_block_layout got{};
+    got.struct_size = 0;
+    got.data_section_bytes = 777;
+    refused(sparkrt_mla_nvfp4_block_layout_get(64, 1, 576, &got), "struct_size");
+    CHECK(got.data_section_bytes == 777);
+    C_CHECK_CODE(sparkrt_mla_nvfp4_block_layout_get(64, 1, 576, nullptr),
+                 SPARKRT_INVALID_ARGUMENT);
+  }
+  C_CHECK_CODE(sparkrt_mla_batched_gemv(dev, nullptr, 0), SPARKRT_INVALID_ARGUMENT);
+  C_CHECK_CODE(sparkrt_mla_q_rope_scatter(dev, nullptr, 0), SPARKRT_INVALID_ARGUMENT);
+  C_CHECK_CODE(sparkrt_mla_q_rope_writeback(dev, nullptr, 0), SPARKRT_INVALID_ARGUMENT);
+  C_CHECK_CODE(sparkrt_mla_cache_assemble(dev, nullptr, 0), SPARKRT_INVALID_ARGUMENT);
+  C_CHECK_CODE(sparkrt_mla_paged_decode(dev, nullptr, 0), SPARKRT_INVALID_ARGUMENT);
+  auto g = mla_gemv(base);
+  C_CHECK_CODE(sparkrt_mla_batched_gemv(nullptr, &g, 0), SPARKRT_INVALID_ARGUMENT);
+  CHECK(p.c_mock.launches().empty());
+}
+
+namespace {
+
+// One fp8 MLA decode problem: ragged sequences over shuffled blocks of the
+// MLA row, sinks, a window and compressed rows, every input random.
+struct HostMlaDecode {
+  uint32_t seqs = 3, q_heads = 16, block = 64, comp = 3, window = 150;
+  static constexpr uint32_t kDim = 576, kDv = 512;
+  std::vector<int32_t> lens, tables;
+  uint32_t max_blocks = 0, pool_blocks = 0;
+  std::vector<bf16_bits> q;
+  std::vector<uint8_t> k, v, comp_rows;
+  std::vector<float> sinks;
+
+  explicit HostMlaDecode(std::mt19937_64& gen) {
+    std::uniform_int_distribution<int32_t> len(1, 400);
+    for (uint32_t s = 0; s < seqs; ++s) lens.push_back(len(gen));
+    const int32_t longest = *std::max_element(lens.begin(), lens.end());
+    max_blocks = static_cast<uint32_t>((longest + block - 1) / block);
+    pool_blocks = seqs * max_blocks;
+    std::vector<int32_t> ids(pool_blocks);
+    for (uint32_t i = 0; i < pool_blocks; ++i) ids[i] = static_cast<int32_t>(i);
+    std::shuffle(ids.begin(), ids.end(), gen);
+    tables = ids;
+    q = random_bf16(gen, uint64_t{seqs} * q_heads * kDim);
+    k = random_fp8(gen, uint64_t{pool_blocks} * cache_stride(), k_scale());
+    v = random_fp8(gen, k.size(), v_scale());
+    comp_rows = random_fp8(gen, uint64_t{seqs} * comp * kDim, k_scale());
+    std::uniform_real_distribution<float> sink(-1.0f, 3.0f);
+    for (uint32_t h = 0; h < q_heads; ++h) sinks.push_back(sink(gen));
+  }
+  // Values of magnitude 0.25 to 2 once scaled.
+  static std::vector<uint8_t> random_fp8(std::mt19937_64& gen, size_t n, float scale) {
+    std::vector<uint8_t> out;
+    out.reserve(n);
+    for (bf16_bits b : random_bf16(gen, n))
+      out.push_back(sparkrt::numeric::f32_to_fp8_e4m3(sparkrt::numeric::bf16_to_f32(b) / scale));
+    return out;
+  }
+  static float k_scale() { return 0.02f; }
+  static float v_scale() { return 0.03f; }
+  uint64_t cache_stride() const { return uint64_t{block} * kDim + 64; }
+  size_t out_elems() const { return size_t{seqs} * q_heads * kDv; }
+};
+
+sparkrt_mla_paged_decode_args upload_mla(const HostMlaDecode& h, uint32_t splits,
+                                         const std::function<uint64_t(const void*, size_t)>& put,
+                                         const std::function<uint64_t(size_t)>& poisoned) {
+  sparkrt_mla_paged_decode_args a{};
+  a.struct_size = SPARKRT_C_MLA_PAGED_DECODE_ARGS_SIZE;
+  a.cache_format = SPARKRT_CACHE_FP8;
+  a.q = put(h.q.data(), h.q.size() * 2);
+  a.k_cache = put(h.k.data(), h.k.size());
+  a.v_cache = put(h.v.data(), h.v.size());
+  a.o = poisoned(h.out_elems() * 2);
+  a.block_tables = put(h.tables.data(), h.tables.size() * 4);
+  a.seq_lens = put(h.lens.data(), h.lens.size() * 4);
+  a.max_blocks_per_seq = h.max_blocks;
+  a.num_q_heads = h.q_heads;
+  a.num_kv_heads = 1;
+  a.q_head_dim = HostMlaDecode::kDim;
+  a.kv_cache_dim = HostMlaDecode::kDim;
+  a.block_size = h.block;
+  a.inv_sqrt_d = 1.0f / std::sqrt(192.0f);
+  a.k_scale = HostMlaDecode::k_scale();
+  a.v_scale = HostMlaDecode::v_scale();
+  a.cache_stride = h.cache_stride();
+  a.num_seqs = h.seqs;
+  a.sliding_window = h.window;
+  a.sinks = put(h.sinks.data(), h.sinks.size() * 4);
+  a.comp_pool = put(h.comp_rows.data(), h.comp_rows.size());
+  a.comp_block_count = h.comp;
+  a.num_splits = splits;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("capi ops: mla: an fp8 decode on cpu through C equals the C++ op bit for bit") {
+  const uint64_t seed = sparkrt::testing::fresh_seed();
+  INFO("seed ", seed);
+  std::mt19937_64 gen(seed);
+  const HostMlaDecode h(gen);
+  auto c = capitest::open_c("cpu");
+  auto cpp = capitest::open_cpp("cpu");
+  auto kernels = ops::MlaKernels::resolve(*cpp);
+  REQUIRE(kernels.ok());
+
+  for (uint32_t splits : {1u, 0u, 3u}) {
+    INFO("num_splits ", splits);
+    sparkrt_mla_paged_decode_args ca = upload_mla(
+        h, splits,
+        [&](const void* data, size_t bytes) {
+          const SparkrtDevicePtr p = capitest::c_alloc(c.get(), bytes);
+          C_REQUIRE_OK(sparkrt_copy_h2d(c.get(), data, p, bytes));
+          return p;
+        },
+        [&](size_t bytes) {
+          const SparkrtDevicePtr p = capitest::c_alloc(c.get(), bytes);
+          C_REQUIRE_OK(sparkrt_memset(c.get(), p, 0xff, bytes));
+          return p;
+        });
+    sparkrt_mla_paged_decode_args pa = upload_mla(
+        h, splits,
+        [&](const void* data, size_t bytes) {
+          auto p = cpp->alloc(bytes);
+          REQUIRE(p.ok());
+          REQUIRE(cpp->copy_h2d(data, *p, bytes).ok());
+          return p->addr;
+        },
+        [&](size_t bytes) {
+          auto p = cpp->alloc(bytes);
+          REQUIRE(p.ok());
+          REQUIRE(cpp->memset(*p, 0xff, bytes).ok());
+          return p->addr;
+        });
+    if (splits != 1) {
+      const uint64_t ws =
+          sparkrt_mla_decode_workspace_bytes(h.seqs, h.q_heads, HostMlaDecode::kDim, 0);
+      ca.workspace = capitest::c_alloc(c.get(), ws);
+      ca.workspace_bytes = ws;
+      auto p = cpp->alloc(ws);
+      REQUIRE(p.ok());
+      pa.workspace = p->addr;
+      pa.workspace_bytes = ws;
+    }
+    C_REQUIRE_OK(sparkrt_mla_paged_decode(c.get(), &ca, 0));
+    REQUIRE_OK(cpp_mla_decode_on(*cpp, *kernels, pa, Stream{}));
+    C_REQUIRE_OK(sparkrt_stream_synchronize(c.get(), 0));
+    REQUIRE(cpp->synchronize().ok());
+    std::vector<bf16_bits> got(h.out_elems()), want(h.out_elems());
+    C_REQUIRE_OK(sparkrt_copy_d2h(c.get(), ca.o, got.data(), got.size() * 2));
+    REQUIRE(cpp->copy_d2h(DevicePtr(pa.o), want).ok());
     size_t nan = 0, differ = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       nan += std::isnan(sparkrt::numeric::bf16_to_f32(got[i]));

@@ -601,7 +601,8 @@ SPARKRT_C_EXPORT sparkrt_status* sparkrt_fused_k_norm_rope_cache_write(
  * sparkrt_paged_decode_workspace_bytes, zeroed once after allocation. */
 typedef enum sparkrt_cache_format {
   SPARKRT_CACHE_BF16 = 1,
-  SPARKRT_CACHE_FP8 = 2
+  SPARKRT_CACHE_FP8 = 2,
+  SPARKRT_CACHE_NVFP4 = 3 /* sparkrt_mla_paged_decode only */
 } sparkrt_cache_format;
 
 typedef struct sparkrt_paged_decode_args {
@@ -729,6 +730,152 @@ typedef struct sparkrt_paged_decode_turbo_args {
   SPARKRT_STRUCT_SIZE(sparkrt_paged_decode_turbo_args, num_splits)
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_paged_decode_attn_turbo(
     sparkrt_device* device, const sparkrt_paged_decode_turbo_args* args, SparkrtStream stream);
+
+/* ---- MLA (sparkrt/ops/mla.h) -------------------------------------------- */
+/* Multi-head latent attention (module mla). The cache holds one KV head of
+ * kv_cache_dim values per token, 576 for the MLA row: 512 latent values,
+ * then 64 rope values; K is the whole row, V its latent part. Queries are
+ * absorbed (mla_batched_gemv for the nope part, mla_q_rope_scatter, RoPE,
+ * mla_q_rope_writeback for the rope part) so that decode reads one
+ * q_head_dim-wide row per head. bf16 values are 16-bit words. */
+
+/* output[h * output_stride + n] = sum_k weight[h][n][k] * input[h * input_stride + k]
+ * for h < num_heads, n < n_out; f32 accumulation. */
+typedef struct sparkrt_mla_batched_gemv_args {
+  size_t struct_size; /* SPARKRT_C_MLA_BATCHED_GEMV_ARGS_SIZE */
+  SparkrtDevicePtr input;  /* bf16, head h at h * input_stride */
+  SparkrtDevicePtr weight; /* bf16[num_heads][n_out][k] */
+  SparkrtDevicePtr output; /* bf16, head h at h * output_stride, written */
+  uint32_t n_out;
+  uint32_t k;
+  uint32_t num_heads;
+  uint32_t input_stride;  /* elements between heads, >= k */
+  uint32_t output_stride; /* elements between heads, >= n_out */
+} sparkrt_mla_batched_gemv_args;
+#define SPARKRT_C_MLA_BATCHED_GEMV_ARGS_SIZE \
+  SPARKRT_STRUCT_SIZE(sparkrt_mla_batched_gemv_args, output_stride)
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_batched_gemv(
+    sparkrt_device* device, const sparkrt_mla_batched_gemv_args* args, SparkrtStream stream);
+
+/* Copies each head's rope part q_full[h][nope, nope + rope) to
+ * q_absorbed_buf[h][kv_lora, kv_lora + rope) and to q_rope_contiguous[h]. */
+typedef struct sparkrt_mla_q_rope_scatter_args {
+  size_t struct_size; /* SPARKRT_C_MLA_Q_ROPE_SCATTER_ARGS_SIZE */
+  SparkrtDevicePtr q_full;            /* bf16[nq][hd] */
+  SparkrtDevicePtr q_absorbed_buf;    /* bf16[nq][mla_cache_dim], rope parts written */
+  SparkrtDevicePtr q_rope_contiguous; /* bf16[nq][rope], written */
+  uint32_t nq;
+  uint32_t hd; /* >= nope + rope */
+  uint32_t nope;
+  uint32_t rope;
+  uint32_t kv_lora;       /* where the rope part starts in an absorbed row */
+  uint32_t mla_cache_dim; /* >= kv_lora + rope */
+} sparkrt_mla_q_rope_scatter_args;
+#define SPARKRT_C_MLA_Q_ROPE_SCATTER_ARGS_SIZE \
+  SPARKRT_STRUCT_SIZE(sparkrt_mla_q_rope_scatter_args, mla_cache_dim)
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_q_rope_scatter(
+    sparkrt_device* device, const sparkrt_mla_q_rope_scatter_args* args, SparkrtStream stream);
+
+/* q_absorbed_buf[h][kv_lora, kv_lora + rope) = q_rope_direct[h][0, rope). */
+typedef struct sparkrt_mla_q_rope_writeback_args {
+  size_t struct_size; /* SPARKRT_C_MLA_Q_ROPE_WRITEBACK_ARGS_SIZE */
+  SparkrtDevicePtr q_rope_direct;  /* bf16[nq][rope] */
+  SparkrtDevicePtr q_absorbed_buf; /* bf16[nq][mla_cache_dim], rope parts written */
+  uint32_t nq;
+  uint32_t rope;
+  uint32_t kv_lora;
+  uint32_t mla_cache_dim; /* >= kv_lora + rope */
+} sparkrt_mla_q_rope_writeback_args;
+#define SPARKRT_C_MLA_Q_ROPE_WRITEBACK_ARGS_SIZE \
+  SPARKRT_STRUCT_SIZE(sparkrt_mla_q_rope_writeback_args, mla_cache_dim)
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_q_rope_writeback(
+    sparkrt_device* device, const sparkrt_mla_q_rope_writeback_args* args, SparkrtStream stream);
+
+/* One token's bf16 cache rows: k_cache = [kv_latent | k_rope | zeros],
+ * v_cache = [kv_latent | zeros], mla_cache_dim values each. */
+typedef struct sparkrt_mla_cache_assemble_args {
+  size_t struct_size; /* SPARKRT_C_MLA_CACHE_ASSEMBLE_ARGS_SIZE */
+  SparkrtDevicePtr kv_latent; /* bf16[kv_lora] */
+  SparkrtDevicePtr k_rope;    /* bf16[rope], already rotated */
+  SparkrtDevicePtr k_cache;   /* bf16[mla_cache_dim], written */
+  SparkrtDevicePtr v_cache;   /* bf16[mla_cache_dim], written */
+  uint32_t kv_lora;
+  uint32_t rope;
+  uint32_t mla_cache_dim; /* >= kv_lora + rope, <= the device's threads per block */
+} sparkrt_mla_cache_assemble_args;
+#define SPARKRT_C_MLA_CACHE_ASSEMBLE_ARGS_SIZE \
+  SPARKRT_STRUCT_SIZE(sparkrt_mla_cache_assemble_args, mla_cache_dim)
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_cache_assemble(
+    sparkrt_device* device, const sparkrt_mla_cache_assemble_args* args, SparkrtStream stream);
+
+/* Paged decode over the compressed cache, one query token per sequence:
+ * o[s][h] = softmax(inv_sqrt_d * q[s][h] . K_t[0, q_head_dim)) V_t, with
+ * V_t = K_t[0, kv_cache_dim - 64), rounded once to bf16. cache_format
+ * (sparkrt_cache_format) is FP8 or NVFP4, and says which fields are read:
+ *  - FP8 (mla_paged_decode_fp8): K = fp8 e4m3fn * k_scale, V = fp8 * v_scale,
+ *    blocks cache_stride bytes apart; sliding_window, sinks, comp_pool and
+ *    comp_block_count as the C++ comments say. block_stride_bytes and
+ *    data_section_bytes are not read.
+ *  - NVFP4 (mla_paged_decode_nvfp4): blocks block_stride_bytes apart, E2M1
+ *    values in the first data_section_bytes, then one E4M3 scale per 16
+ *    values (sparkrt_mla_nvfp4_block_layout_get). k_scale, v_scale,
+ *    cache_stride, sliding_window, sinks, comp_pool and comp_block_count are
+ *    not read.
+ * The op picks the per-head, tiled or split-KV geometry as the C++ op does;
+ * split-KV needs a workspace of sparkrt_mla_decode_workspace_bytes. */
+typedef struct sparkrt_mla_paged_decode_args {
+  size_t struct_size;   /* SPARKRT_C_MLA_PAGED_DECODE_ARGS_SIZE */
+  int32_t cache_format; /* sparkrt_cache_format: FP8 or NVFP4 */
+  SparkrtDevicePtr q;            /* bf16[num_seqs][num_q_heads][q_head_dim] */
+  SparkrtDevicePtr k_cache;
+  SparkrtDevicePtr v_cache;      /* may equal k_cache */
+  SparkrtDevicePtr o;            /* bf16[num_seqs][num_q_heads][kv_cache_dim - 64], written */
+  SparkrtDevicePtr block_tables; /* i32[num_seqs][max_blocks_per_seq] */
+  SparkrtDevicePtr seq_lens;     /* i32[num_seqs] */
+  uint32_t max_blocks_per_seq;
+  uint32_t num_q_heads;
+  uint32_t num_kv_heads;
+  uint32_t q_head_dim;   /* <= kv_cache_dim; 576 for the MLA row */
+  uint32_t kv_cache_dim; /* in (64, 1024]; 576 for the MLA row */
+  uint32_t block_size;
+  float inv_sqrt_d;
+  float k_scale;                /* FP8, > 0 */
+  float v_scale;                /* FP8, > 0 */
+  uint64_t cache_stride;        /* FP8: bytes per block */
+  uint64_t block_stride_bytes;  /* NVFP4 */
+  uint64_t data_section_bytes;  /* NVFP4 */
+  uint32_t num_seqs;
+  uint32_t sliding_window;      /* FP8; 0: the whole context */
+  SparkrtDevicePtr sinks;       /* FP8: f32[num_q_heads], or 0 */
+  SparkrtDevicePtr comp_pool;   /* FP8: compressed rows, or 0 */
+  uint32_t comp_block_count;    /* FP8; 0 without comp_pool */
+  SparkrtDevicePtr workspace;   /* 16-byte aligned; 0: never split */
+  uint64_t workspace_bytes;
+  uint32_t num_splits; /* 0: the op chooses; 1: never; n: exactly n */
+} sparkrt_mla_paged_decode_args;
+#define SPARKRT_C_MLA_PAGED_DECODE_ARGS_SIZE \
+  SPARKRT_STRUCT_SIZE(sparkrt_mla_paged_decode_args, num_splits)
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_paged_decode(
+    sparkrt_device* device, const sparkrt_mla_paged_decode_args* args, SparkrtStream stream);
+
+/* Workspace bytes for up to `max_splits` splits (0: the op's largest). */
+SPARKRT_C_EXPORT uint64_t sparkrt_mla_decode_workspace_bytes(uint32_t num_seqs,
+                                                             uint32_t num_q_heads,
+                                                             uint32_t kv_cache_dim,
+                                                             uint32_t max_splits);
+
+/* The bytes of one NVFP4 cache block of block_size tokens, the scales packed
+ * right after the data, both sections 16-byte aligned. */
+typedef struct sparkrt_mla_nvfp4_block_layout {
+  size_t struct_size; /* in: SPARKRT_C_MLA_NVFP4_BLOCK_LAYOUT_SIZE */
+  uint64_t data_section_bytes;
+  uint64_t block_stride_bytes;
+} sparkrt_mla_nvfp4_block_layout;
+#define SPARKRT_C_MLA_NVFP4_BLOCK_LAYOUT_SIZE \
+  SPARKRT_STRUCT_SIZE(sparkrt_mla_nvfp4_block_layout, block_stride_bytes)
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_nvfp4_block_layout_get(
+    uint32_t block_size, uint32_t num_kv_heads, uint32_t kv_cache_dim,
+    sparkrt_mla_nvfp4_block_layout* out);
 
 #ifdef __cplusplus
 } /* extern "C" */
