@@ -34,7 +34,9 @@ absl::Status run_signatures(std::span<const std::string_view> args, std::ostream
 // bf16 KV cache; 2, 3 or 4: a TurboQuant V cache of that many bits a value.
 // num_devices > 1: the heads split over that many devices of the backend
 // (tensor parallel), the outputs all-gathered and checked against one device.
-absl::Status run_demo(uint32_t v_bits, int num_devices, std::ostream& out);
+// trace_path: where --trace writes the decode step's trace; empty for none.
+absl::Status run_demo(uint32_t v_bits, int num_devices, const std::string& trace_path,
+                      std::ostream& out);
 
 // The backend conformance suite against one plugin (`sparkrt conformance
 // [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest

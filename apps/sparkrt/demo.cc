@@ -31,6 +31,7 @@
 #include "sparkrt/verify/float64.h"
 #include "sparkrt/status_macros.h"
 #include "sparkrt/testing/mock.h"
+#include "sparkrt/trace.h"
 #include "sparkrt/verify/tolerances.h"
 
 namespace sparkrt::cli {
@@ -481,10 +482,28 @@ absl::Status run_tensor_parallel(uint32_t v_bits, int num_devices, std::ostream&
   return absl::OkStatus();
 }
 
+// --trace: `step` runs under a trace written to `trace_path` (none when
+// empty); a trace that could not be written fails the demo.
+template <typename Step>
+auto traced(const std::string& trace_path, std::ostream& out, Step&& step) -> decltype(step()) {
+  if (trace_path.empty()) return step();
+  SPARKRT_RETURN_IF_ERROR(trace::start(trace_path));
+  auto result = step();
+  const absl::Status stopped = trace::stop();
+  if (!result.ok()) return result;
+  SPARKRT_RETURN_IF_ERROR(stopped);
+  out << absl::StrFormat(
+      "trace: the decode step written to %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+      trace_path);
+  return result;
+}
+
 }  // namespace
 
-absl::Status run_demo(uint32_t v_bits, int num_devices, std::ostream& out) {
-  if (num_devices > 1) return run_tensor_parallel(v_bits, num_devices, out);
+absl::Status run_demo(uint32_t v_bits, int num_devices, const std::string& trace_path,
+                      std::ostream& out) {
+  if (num_devices > 1)
+    return traced(trace_path, out, [&] { return run_tensor_parallel(v_bits, num_devices, out); });
   auto opened = Device::open();
   if (!opened.ok()) return opened.status();
   Device& dev = **opened;
@@ -512,13 +531,13 @@ absl::Status run_demo(uint32_t v_bits, int num_devices, std::ostream& out) {
   out.flush();
 
   if (backend == "mock") {
-    auto r = run_decode_step(dev, in, 0);
+    auto r = traced(trace_path, out, [&] { return run_decode_step(dev, in, 0); });
     if (!r.ok()) return r.status();
     SPARKRT_RETURN_IF_ERROR(show_mock_launches(dev, in, *r, out));
     return dev.close();
   }
 
-  auto r = run_decode_step(dev, in, kTimedIterations);
+  auto r = traced(trace_path, out, [&] { return run_decode_step(dev, in, kTimedIterations); });
   if (!r.ok()) return r.status();
   out << absl::StrFormat("decode geometry: %d query heads per CTA, %s\n", r->plan.heads_per_cta,
                          r->plan.num_splits > 1

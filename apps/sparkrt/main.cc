@@ -27,14 +27,16 @@ constexpr std::string_view kUsage =
     "  signatures FILE    the signature file (<module>.sig) of a .ptx or .sig file\n"
     "  signatures --check SIG FILE...\n"
     "                     fails unless each .ptx or .spv FILE declares SIG's signatures\n"
-    "  demo [--kv FORMAT] [--devices N]\n"
+    "  demo [--kv FORMAT] [--devices N] [--trace FILE]\n"
     "                     one decode step of a small attention layer on the selected\n"
     "                     device, checked and timed (cpu: against float64; a GPU: against\n"
     "                     the cpu backend; mock: the recorded launches); FORMAT is the KV\n"
     "                     cache: bf16 (default), or turbo4, turbo3, turbo2 (bf16 K and a\n"
     "                     TurboQuant V of 4, 3 or 2 bits a value); --devices 2 or 4 splits\n"
     "                     the heads over devices 0..N-1 of the backend (tensor parallel),\n"
-    "                     all-gathers the outputs and checks them against one device\n"
+    "                     all-gathers the outputs and checks them against one device;\n"
+    "                     --trace writes the decode step's runtime calls to FILE as\n"
+    "                     Chrome trace JSON (Perfetto, chrome://tracing)\n"
     "  conformance [--backend NAME|PATH] [--skip FEATURE:REASON]... [--list] [-- doctest options]\n"
     "                     the backend conformance suite against one plugin (default:\n"
     "                     SPARKRT_BACKEND, else auto); --skip declares a feature the backend\n"
@@ -50,7 +52,9 @@ constexpr std::string_view kUsage =
     "  SPARKRT_DEVICE       device index (default 0)\n"
     "  SPARKRT_PLUGIN_PATH  extra plugin folders, ':'-separated, searched first\n"
     "  SPARKRT_KERNEL_PATH  extra kernel module folders, ':'-separated, searched first\n"
-    "  SPARKRT_LOG          error (default), warn, info or debug (each load decision)\n";
+    "  SPARKRT_LOG          error (default), warn, info or debug (each load decision)\n"
+    "  SPARKRT_TRACE        write a trace of every runtime call to this file (Chrome trace\n"
+    "                       JSON), from the first device opened to the process's exit\n";
 
 constexpr std::string_view kKvFormats = "bf16, turbo4, turbo3, turbo2";
 
@@ -85,6 +89,7 @@ int main(int argc, char** argv) {
   enum class Command { kInfo, kModules, kSignatures, kDemo } which;
   uint32_t v_bits = 0;  // demo: the V cache format
   int num_devices = 1;  // demo: devices the heads are split over
+  std::string trace_path;  // demo: where the decode step's trace goes
   bool load_modules = false;  // modules: load each on the selected device
   std::vector<std::string_view> module_names;
   if (command == "info") {
@@ -107,6 +112,16 @@ int main(int argc, char** argv) {
           return usage_error("--devices: '" + std::string(count) + "' is not a device count (1, 2 or 4)");
         num_devices = std::stoi(std::string(count));
         if (num_devices < 1) return usage_error("--devices: the count must be at least 1");
+        continue;
+      }
+      if (rest[i] == "--trace" || rest[i].starts_with("--trace=")) {
+        if (rest[i] == "--trace") {
+          if (i + 1 == rest.size()) return usage_error("--trace needs a file to write");
+          trace_path = std::string(rest[++i]);
+        } else {
+          trace_path = std::string(rest[i].substr(8));
+        }
+        if (trace_path.empty()) return usage_error("--trace needs a file to write");
         continue;
       }
       if (rest[i] == "--kv") {
@@ -157,7 +172,9 @@ int main(int argc, char** argv) {
         status = sparkrt::cli::run_modules(module_names, load_modules, std::cout);
         break;
       case Command::kSignatures: status = sparkrt::cli::run_signatures(rest, std::cout); break;
-      case Command::kDemo: status = sparkrt::cli::run_demo(v_bits, num_devices, std::cout); break;
+      case Command::kDemo:
+        status = sparkrt::cli::run_demo(v_bits, num_devices, trace_path, std::cout);
+        break;
     }
   } catch (const std::exception& e) {
     // The runtime reports errors as statuses; this only guards helpers that

@@ -211,6 +211,12 @@ absl::StatusOr<float> CpuDevice::elapsed_ms(SparkrtEvent start, SparkrtEvent end
 
 absl::Status CpuDevice::launch(const sdk::Launch& l) {
   const auto* kernel = static_cast<const CpuKernel*>(l.kernel);
+  // A dependent launch runs as a plain one: launches here never overlap.
+  if (l.cluster != std::array<uint32_t, 3>{0, 0, 0})
+    return absl::UnimplementedError(absl::StrFormat(
+        "launch(%s): the cpu backend has no thread-block clusters (cluster %d x %d x %d "
+        "requested; supports_clusters is 0)",
+        kernel->qualified, l.cluster[0], l.cluster[1], l.cluster[2]));
   std::lock_guard<std::mutex> lock(mu_);
   if (auto s = check_stream_locked(l.stream); !s.ok()) return s;
   if (graphs_.capturing(l.stream)) return graphs_.capture_launch(l.stream, l);

@@ -147,6 +147,20 @@ absl::Status CudaDevice::query_properties() {
                 p.compute_capability_minor);
   p.image_formats = (1u << SPARKRT_IMAGE_PTX) | (1u << SPARKRT_IMAGE_CUBIN);
 
+  // Launch attributes need cuLaunchKernelEx. A driver that does not know the
+  // cluster attribute answers an error: no clusters, then.
+  if (d.LaunchKernelEx != nullptr) {
+    int clusters = 0;
+    if (d.DeviceGetAttribute(&clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, device_) !=
+        CUDA_SUCCESS)
+      clusters = 0;
+    p.supports_clusters = clusters != 0 ? 1 : 0;
+    // 8 blocks is the portable cluster size; more needs a per-kernel opt-in.
+    p.max_cluster_size = clusters != 0 ? 8 : 0;
+    // Programmatic dependent launch came with Hopper (sm_90).
+    p.supports_dependent_launch = p.compute_capability_major >= 9 ? 1 : 0;
+  }
+
   uint32_t pools_supported = 0;
   SPARKRT_RETURN_IF_ERROR(attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, pools_supported));
   if (options_.use_pool && pools_supported != 0 && d.MemPoolCreate != nullptr &&

@@ -199,6 +199,8 @@ class CudaDevice final : public sdk::Device {
                                            std::string_view call) const;
   // One cuLaunchKernel with the launch's parameters, in the configured mode.
   CUresult submit(const CudaKernel& kernel, const sdk::Launch& launch, CUstream stream) const;
+  CUresult submit_with_attributes(const CudaKernel& kernel, const sdk::Launch& launch,
+                                  CUstream stream) const;
   [[gnu::cold]] absl::Status launch_faulted(CUresult result, const sdk::Launch& launch) const;
   [[gnu::cold]] absl::Status check_launch_shape(const class CudaKernel& kernel,
                                                 const sdk::Launch& launch) const;

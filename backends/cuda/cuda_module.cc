@@ -255,7 +255,63 @@ absl::Status CudaDevice::launch_faulted(CUresult result, const sdk::Launch& l) c
                           : ""));
 }
 
+namespace {
+
+bool has_cluster(const sdk::Launch& l) {
+  return (l.cluster[0] | l.cluster[1] | l.cluster[2]) != 0;
+}
+
+// Whether the launch goes through cuLaunchKernelEx: it asks for an attribute
+// the device offers (launch() refused a cluster it does not). A dependent
+// launch elsewhere runs as a plain one, which is always correct.
+bool with_attributes(const sdk::Launch& l, const SparkrtDeviceProperties& props) {
+  return has_cluster(l) ||
+         ((l.flags & SPARKRT_LAUNCH_DEPENDENT) != 0 && props.supports_dependent_launch != 0);
+}
+
+}  // namespace
+
+// A launch with attributes, through cuLaunchKernelEx (present: the device
+// offers attributes only then).
+CUresult CudaDevice::submit_with_attributes(const CudaKernel& k, const sdk::Launch& l,
+                                            CUstream s) const {
+  CUlaunchAttribute attrs[2] = {};
+  unsigned int num_attrs = 0;
+  if ((l.flags & SPARKRT_LAUNCH_DEPENDENT) != 0 && props_.supports_dependent_launch != 0) {
+    attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[num_attrs].value.programmaticStreamSerializationAllowed = 1;
+    ++num_attrs;
+  }
+  if (has_cluster(l)) {
+    attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[num_attrs].value.clusterDim.x = l.cluster[0];
+    attrs[num_attrs].value.clusterDim.y = l.cluster[1];
+    attrs[num_attrs].value.clusterDim.z = l.cluster[2];
+    ++num_attrs;
+  }
+  CUlaunchConfig config{};
+  config.gridDimX = l.grid[0];
+  config.gridDimY = l.grid[1];
+  config.gridDimZ = l.grid[2];
+  config.blockDimX = l.block[0];
+  config.blockDimY = l.block[1];
+  config.blockDimZ = l.block[2];
+  config.sharedMemBytes = l.shared_memory_bytes;
+  config.hStream = s;
+  config.attrs = attrs;
+  config.numAttrs = num_attrs;
+  void* params = const_cast<std::byte*>(l.params.data());
+  if (l.params.empty()) return driver().LaunchKernelEx(&config, k.function(), nullptr, nullptr);
+  // The packed buffer as is: it already has the CUDA parameter layout.
+  size_t size = l.params.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  return driver().LaunchKernelEx(&config, k.function(), nullptr, extra);
+}
+
 CUresult CudaDevice::submit(const CudaKernel& k, const sdk::Launch& l, CUstream s) const {
+  if (with_attributes(l, props_)) [[unlikely]]
+    return submit_with_attributes(k, l, s);
   void* params = const_cast<std::byte*>(l.params.data());
   if (l.params.empty()) {
     return driver().LaunchKernel(k.function(), l.grid[0], l.grid[1], l.grid[2], l.block[0],
@@ -284,6 +340,11 @@ absl::Status CudaDevice::launch(const sdk::Launch& l) {
   if (k.device() != this || l.arg_offsets.size() != k.num_params() ||
       l.params.size() != k.params_size()) [[unlikely]]
     return check_launch_shape(k, l);
+  if (has_cluster(l) && props_.supports_clusters == 0) [[unlikely]]
+    return absl::UnimplementedError(absl::StrFormat(
+        "launch(%s): CUDA device %d (%s) does not support thread-block clusters (cluster %d x %d "
+        "x %d requested; needs sm_90 and a CUDA 12 driver)",
+        k.name(), index_, name_, l.cluster[0], l.cluster[1], l.cluster[2]));
 
   CUstream s = nullptr;
   if (l.stream != 0) {
@@ -307,7 +368,7 @@ absl::Status CudaDevice::launch(const sdk::Launch& l) {
     r = submit(k, l, s);
   }
   if (r != CUDA_SUCCESS) [[unlikely]]
-    return launch_failed(r, l, "cuLaunchKernel");
+    return launch_failed(r, l, with_attributes(l, props_) ? "cuLaunchKernelEx" : "cuLaunchKernel");
 
   if (options_.sync_launches) [[unlikely]] {
     // Wait here so an asynchronous fault is pinned on this launch. A

@@ -78,7 +78,9 @@
   X(MemPoolDestroy, cuMemPoolDestroy)                          \
   X(MemPoolSetAttribute, cuMemPoolSetAttribute)                \
   X(MemAllocFromPoolAsync, cuMemAllocFromPoolAsync)            \
-  X(MemFreeAsync, cuMemFreeAsync)
+  X(MemFreeAsync, cuMemFreeAsync)                              \
+  /* CUDA 12.0+: launch attributes (dependent launch, clusters) */ \
+  X(LaunchKernelEx, cuLaunchKernelEx)
 
 #define SPARKRT_CUDA_ALL_FUNCTIONS(X) \
   SPARKRT_CUDA_ERROR_FUNCTIONS(X)     \

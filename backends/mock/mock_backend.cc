@@ -172,6 +172,15 @@ SparkrtError* ext_get_launch(SparkrtDevice* d, uint64_t index, SparkrtMockLaunch
   });
 }
 
+SparkrtError* ext_get_launch_attributes(SparkrtDevice* d, uint64_t index,
+                                        SparkrtMockLaunchAttributes* out) {
+  return ext_call(d, "get_launch_attributes", [&](MockDevice& m) {
+    absl::Status s = check_out(out, SPARKRT_MOCK_LAUNCH_ATTRIBUTES_SIZE, "get_launch_attributes",
+                               "SparkrtMockLaunchAttributes");
+    return s.ok() ? m.launch_attributes(index, *out) : s;
+  });
+}
+
 SparkrtError* ext_get_launch_arg(SparkrtDevice* d, uint64_t index, uint32_t arg,
                                  SparkrtMockArg* out) {
   return ext_call(d, "get_launch_arg", [&](MockDevice& m) {
@@ -276,6 +285,7 @@ const SparkrtMockExtension kExtension = {
     &ext_set_log_path,
     &ext_collective_count,
     &ext_get_collective,
+    &ext_get_launch_attributes,
 };
 
 const void* MockBackend::extension(std::string_view name) {

@@ -149,6 +149,7 @@ class MockDevice final : public sdk::Device,
   absl::Status lookup(uint64_t index, SparkrtMockLookup& out);
   uint64_t launch_count();
   absl::Status launch_record(uint64_t index, SparkrtMockLaunch& out);
+  absl::Status launch_attributes(uint64_t index, SparkrtMockLaunchAttributes& out);
   absl::Status launch_arg(uint64_t index, uint32_t arg, SparkrtMockArg& out);
   absl::Status pointer_info(SparkrtDevicePtr ptr, SparkrtMockPointerInfo& out);
   void deny_lookup(std::string module, std::string entry, absl::StatusCode code);
@@ -195,6 +196,8 @@ class MockDevice final : public sdk::Device,
     uint64_t first_arg;  // index into args_
     uint32_t num_args;
     uint64_t sequence;
+    uint32_t flags;
+    uint32_t cluster[3];
   };
   struct ArgRecord {
     uint64_t offset;  // into arg_bytes_

@@ -98,6 +98,19 @@ absl::Status MockDevice::launch_record(uint64_t index, SparkrtMockLaunch& out) {
   return absl::OkStatus();
 }
 
+absl::Status MockDevice::launch_attributes(uint64_t index, SparkrtMockLaunchAttributes& out) {
+  std::lock_guard lock(mu_);
+  if (index >= launches_.size()) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "get_launch_attributes: index %d, but %d launches are recorded", index,
+        launches_.size()));
+  }
+  const LaunchRecord& r = launches_[index];
+  out.flags = r.flags;
+  std::copy(std::begin(r.cluster), std::end(r.cluster), out.cluster);
+  return absl::OkStatus();
+}
+
 absl::Status MockDevice::launch_arg(uint64_t index, uint32_t arg, SparkrtMockArg& out) {
   std::lock_guard lock(mu_);
   if (index >= launches_.size()) {

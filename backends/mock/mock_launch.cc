@@ -104,7 +104,9 @@ absl::Status MockDevice::launch(const sdk::Launch& l) {
                                      l.stream,
                                      args_.size(),
                                      static_cast<uint32_t>(n),
-                                     sequence});
+                                     sequence,
+                                     l.flags,
+                                     {l.cluster[0], l.cluster[1], l.cluster[2]}});
     for (size_t i = 0; i < n; ++i) {
       args_.push_back(ArgRecord{arg_bytes_.size(), l.arg_sizes[i], l.arg_kinds[i]});
       const std::byte* p = l.params.data() + l.arg_offsets[i];
@@ -167,6 +169,13 @@ void MockDevice::log_launch(const sdk::Launch& l, const MockKernel& kernel) {
   }
   scratch_.push_back(']');
   log_.raw_field("args", scratch_);
+  // Only launches with attributes carry these, so older traces read the same.
+  if ((l.flags & SPARKRT_LAUNCH_DEPENDENT) != 0) log_.field("dependent", true);
+  if (l.cluster != std::array<uint32_t, 3>{0, 0, 0}) {
+    scratch_.clear();
+    absl::StrAppend(&scratch_, "[", l.cluster[0], ",", l.cluster[1], ",", l.cluster[2], "]");
+    log_.raw_field("cluster", scratch_);
+  }
   log_.end();
 }
 

@@ -105,6 +105,11 @@ absl::Status MockDevice::properties(SparkrtDeviceProperties& out) {
   out.compute_capability_major = 0;  // not a CUDA device
   out.compute_capability_minor = 0;
   out.image_formats = (1u << SPARKRT_IMAGE_PTX) | (1u << SPARKRT_IMAGE_SIGNATURES);
+  // Records launch attributes as a Hopper GPU takes them (8: CUDA's portable
+  // cluster size).
+  out.supports_dependent_launch = 1;
+  out.supports_clusters = 1;
+  out.max_cluster_size = 8;
   return absl::OkStatus();
 }
 

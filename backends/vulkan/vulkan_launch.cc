@@ -84,6 +84,13 @@ absl::StatusOr<uint64_t> VulkanDevice::copy_arguments(std::unique_lock<std::mute
 
 absl::Status VulkanDevice::launch(const sdk::Launch& l) {
   auto* kernel = static_cast<VulkanKernel*>(l.kernel);
+  // A dependent launch runs as a plain one: Vulkan has no programmatic
+  // dependent launch, and waiting for the previous dispatch is always correct.
+  if (l.cluster != std::array<uint32_t, 3>{0, 0, 0})
+    return absl::UnimplementedError(absl::StrFormat(
+        "launch(%s): the vulkan backend has no thread-block clusters (cluster %d x %d x %d "
+        "requested; supports_clusters is 0)",
+        kernel->qualified, l.cluster[0], l.cluster[1], l.cluster[2]));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto s = stream_of(l.stream); !s.ok()) return s.status();

@@ -60,7 +60,7 @@ absl::Status GraphRecorder::replay(SparkrtGraph graph, SparkrtStream stream, Dev
     switch (n.kind) {
       case Node::Kind::kLaunch:
         s = device.launch(Launch{n.kernel, n.grid, n.block, n.shared_memory_bytes, stream,
-                                 n.params, n.offsets, n.sizes, n.kinds});
+                                 n.params, n.offsets, n.sizes, n.kinds, n.flags, n.cluster});
         break;
       case Node::Kind::kMemset:
         s = device.memset(n.dst, n.value, n.bytes, stream, false);
@@ -97,6 +97,8 @@ absl::Status GraphRecorder::capture_launch(SparkrtStream stream, const Launch& l
   n.offsets.assign(l.arg_offsets.begin(), l.arg_offsets.end());
   n.sizes.assign(l.arg_sizes.begin(), l.arg_sizes.end());
   n.kinds.assign(l.arg_kinds.begin(), l.arg_kinds.end());
+  n.flags = l.flags;
+  n.cluster = l.cluster;
   return add(stream, std::move(n));
 }
 

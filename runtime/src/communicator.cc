@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "sparkrt/abi_names.h"
+#include "trace_span.h"
 
 namespace sparkrt {
 namespace {
@@ -260,6 +261,11 @@ absl::Status Communicator::issue(std::string_view what, SparkrtCollectiveKind ki
                                  DevicePtr send, DevicePtr recv, size_t count, DataType type,
                                  ReduceOp op, int peer, Stream stream, size_t send_elements,
                                  size_t recv_elements) {
+  detail::TraceSpan span("collective", what);
+  if (span)
+    span.args = absl::StrFormat(
+        R"("rank":%d,"size":%d,"count":%d,"dtype":"%s","peer":%d,"stream":%d)", rank_, size_,
+        count, data_type_name(type), peer, stream.handle);
   const std::string context =
       absl::StrFormat("%s: %s(rank %d of %d, %d x %s)", device_.backend_name(), what, rank_,
                       size_, count, data_type_name(type));

@@ -16,6 +16,8 @@
 #include "log.h"
 #include "plugin.h"
 #include "sparkrt/kernel_store.h"
+#include "sparkrt/trace.h"
+#include "trace_span.h"
 
 namespace sparkrt {
 namespace {
@@ -67,6 +69,11 @@ DeviceProperties convert(const SparkrtDeviceProperties& p) {
   d.accepts_signatures = (p.image_formats & (1u << SPARKRT_IMAGE_SIGNATURES)) != 0;
   d.emulated = (p.flags & SPARKRT_DEVICE_FLAG_EMULATED) != 0;
   d.driver = std::string(p.driver, strnlen(p.driver, sizeof(p.driver)));
+  if (p.struct_size >= SPARKRT_DEVICE_PROPERTIES_SIZE) {
+    d.supports_dependent_launch = p.supports_dependent_launch != 0;
+    d.supports_clusters = p.supports_clusters != 0;
+    d.max_cluster_size = p.max_cluster_size;
+  }
   return d;
 }
 
@@ -96,7 +103,10 @@ absl::StatusOr<std::unique_ptr<DeviceState>> open_on(std::shared_ptr<Plugin> plu
   state->index = index;
 
   SparkrtDeviceProperties props{};
-  props.struct_size = SPARKRT_DEVICE_PROPERTIES_SIZE;
+  // A plugin older than ABI 1.4 knows no launch attributes; its properties
+  // end before them.
+  props.struct_size =
+      api.abi_minor >= 4 ? SPARKRT_DEVICE_PROPERTIES_SIZE : SPARKRT_DEVICE_PROPERTIES_SIZE_1_3;
   SparkrtDeviceGetPropertiesArgs get{SPARKRT_DEVICE_GET_PROPERTIES_ARGS_SIZE, open.device, &props};
   if (auto s = state->plugin->status(api.device_get_properties(&get), name + ": device_get_properties");
       !s.ok()) {
@@ -201,6 +211,8 @@ Slot& find_or_add(std::shared_mutex& mu, absl::flat_hash_map<std::string, std::u
 
 // Reads, parses and loads module `m` (its LoadOnce runs this once at a time).
 absl::Status load_module(DeviceState& s, detail::ModuleRecord& m) {
+  detail::TraceSpan span("module", "module_load");
+  if (span) span.args = "\"module\":" + detail::json_string(m.name);
   detail::BackendCall call(s);
   if (!call.entered()) return closed_error(s);
   const std::string& module = m.name;
@@ -258,6 +270,10 @@ absl::Status load_module(DeviceState& s, detail::ModuleRecord& m) {
   detail::log_debug(absl::StrFormat("module %s loaded on %s device %d from %s (%s)", module,
                                     s.plugin->name(), s.index, image->origin, loaded_as));
   m.origin = absl::StrFormat("%s, %s", image->origin, loaded_as);
+  if (span)
+    span.args = absl::StrFormat(R"("module":%s,"origin":%s,"image":%s)",
+                                detail::json_string(module), detail::json_string(image->origin),
+                                detail::json_string(loaded_as));
   m.signatures = *std::move(signatures);
   m.native = load.module;
   return absl::OkStatus();
@@ -297,7 +313,27 @@ const KernelSignature& Kernel::signature() const { return record_->signature; }
 
 // ---- Device: lifetime ----------------------------------------------------------
 
+namespace {
+
+// SPARKRT_TRACE=<file> starts a trace at the first Device::open that sees it.
+// A trace asked for and impossible fails every open: it must not go unnoticed.
+absl::Status start_trace_from_env() {
+  static std::mutex mu;
+  static bool started = false;
+  const char* env = std::getenv("SPARKRT_TRACE");
+  if (env == nullptr || *env == '\0') return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu);
+  if (started) return absl::OkStatus();
+  if (auto st = trace::start(env); !st.ok())
+    return absl::Status(st.code(), absl::StrFormat("SPARKRT_TRACE=%s: %s", env, st.message()));
+  started = true;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Device>> Device::open(const OpenOptions& options) {
+  if (auto st = start_trace_from_env(); !st.ok()) return st;
   std::string backend = options.backend;
   if (backend.empty()) {
     const char* env = std::getenv("SPARKRT_BACKEND");
@@ -305,6 +341,9 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const OpenOptions& options)
   }
   auto index = device_index_from(options);
   if (!index.ok()) return index.status();
+  detail::TraceSpan span("device", "device_open");
+  if (span)
+    span.args = absl::StrFormat(R"("backend":%s,"index":%d)", detail::json_string(backend), *index);
   detail::log_debug(absl::StrFormat("opening backend '%s', device %d", backend, *index));
   auto state = backend == "auto" ? open_auto(*index) : open_named(backend, *index);
   if (!state.ok()) return state.status();
@@ -325,6 +364,10 @@ Device::~Device() {
 absl::Status Device::close() {
   DeviceState& s = *state_;
   if (s.closed.exchange(true)) return absl::OkStatus();
+  detail::TraceSpan span("device", "device_close");
+  if (span)
+    span.args = absl::StrFormat(R"("backend":%s,"index":%d)",
+                                detail::json_string(s.plugin->name()), s.index);
   {
     // Loads and entry resolutions already under way use the device: let them
     // finish (none starts from now on). A load that succeeds here is unloaded
@@ -363,6 +406,10 @@ bool Device::is_closed() const { return state_->closed; }
 absl::StatusOr<Kernel> Device::kernel(std::string_view module, std::string_view entry) {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("module", "kernel_lookup");
+  if (span)
+    span.args = absl::StrFormat(R"("module":%s,"entry":%s)", detail::json_string(module),
+                                detail::json_string(entry));
   // Each module and entry loads once, in its own slot, with no map lock held:
   // a slow load delays only the callers that need that module or entry.
   detail::ModuleRecord& m = find_or_add(s.modules_mu, s.modules, module);
@@ -404,6 +451,8 @@ absl::StatusOr<DevicePtr> Device::alloc(size_t bytes) {
   if (s.closed) return closed_error(s);
   if (bytes == 0)
     return absl::InvalidArgumentError("alloc(0 bytes): allocations must be at least one byte");
+  detail::TraceSpan span("memory", "alloc");
+  if (span) span.args = absl::StrFormat(R"("bytes":%d)", bytes);
   SparkrtMemAllocArgs args{SPARKRT_MEM_ALLOC_ARGS_SIZE, s.native, bytes, 0};
   if (SparkrtError* e = s.api->mem_alloc(&args))
     return s.plugin->status(e, absl::StrFormat("%s: alloc(%d bytes)", s.plugin->name(), bytes));
@@ -413,6 +462,7 @@ absl::StatusOr<DevicePtr> Device::alloc(size_t bytes) {
 absl::Status Device::free(DevicePtr ptr) {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("memory", "free");
   SparkrtMemFreeArgs args{SPARKRT_MEM_FREE_ARGS_SIZE, s.native, ptr.addr};
   if (SparkrtError* e = s.api->mem_free(&args))
     return s.plugin->status(e, absl::StrFormat("%s: free(0x%x)", s.plugin->name(), ptr.addr));
@@ -444,6 +494,10 @@ namespace {
 absl::Status do_memset(DeviceState& s, DevicePtr dst, uint8_t value, size_t bytes, Stream stream,
                        bool blocking) {
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("copy", blocking ? "memset" : "memset_async");
+  if (span)
+    span.args = absl::StrFormat(R"("bytes":%d,"value":%d,"async":%s,"stream":%d)", bytes, value,
+                                blocking ? "false" : "true", stream.handle);
   SparkrtMemsetArgs args{SPARKRT_MEMSET_ARGS_SIZE, s.native, dst.addr, value, bytes,
                          stream.handle, blocking ? 1 : 0};
   if (SparkrtError* e = s.api->memset(&args))
@@ -459,6 +513,11 @@ absl::Status do_copy(DeviceState& s, SparkrtCopyKind kind, DevicePtr dst_dev, De
   if ((kind == SPARKRT_COPY_H2D && src_host == nullptr && bytes > 0) ||
       (kind == SPARKRT_COPY_D2H && dst_host == nullptr && bytes > 0))
     return absl::InvalidArgumentError("copy: null host pointer");
+  detail::TraceSpan span("copy", blocking ? "copy" : "copy_async");
+  if (span)
+    span.args = absl::StrFormat(R"("bytes":%d,"direction":"%s","async":%s,"stream":%d)", bytes,
+                                abi_copy_kind_name(kind), blocking ? "false" : "true",
+                                stream.handle);
   SparkrtMemcpyArgs args{SPARKRT_MEMCPY_ARGS_SIZE, s.native, kind, dst_dev.addr, src_dev.addr,
                          dst_host, src_host, bytes, stream.handle, blocking ? 1 : 0};
   if (SparkrtError* e = s.api->memcpy(&args)) {
@@ -502,6 +561,7 @@ absl::Status Device::copy_d2d_async(DevicePtr src, DevicePtr dst, size_t bytes, 
 absl::StatusOr<Stream> Device::create_stream() {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("stream", "create_stream");
   SparkrtStreamCreateArgs args{SPARKRT_STREAM_CREATE_ARGS_SIZE, s.native, 0};
   if (SparkrtError* e = s.api->stream_create(&args))
     return s.plugin->status(e, s.plugin->name() + ": create_stream");
@@ -511,6 +571,8 @@ absl::StatusOr<Stream> Device::create_stream() {
 absl::Status Device::destroy_stream(Stream stream) {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("stream", "destroy_stream");
+  if (span) span.args = absl::StrFormat(R"("stream":%d)", stream.handle);
   SparkrtStreamArgs args{SPARKRT_STREAM_ARGS_SIZE, s.native, stream.handle};
   if (SparkrtError* e = s.api->stream_destroy(&args))
     return s.plugin->status(e, absl::StrFormat("%s: destroy_stream(%d)", s.plugin->name(), stream.handle));
@@ -520,6 +582,8 @@ absl::Status Device::destroy_stream(Stream stream) {
 absl::Status Device::synchronize(Stream stream) {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("stream", "synchronize");
+  if (span) span.args = absl::StrFormat(R"("stream":%d)", stream.handle);
   SparkrtStreamArgs args{SPARKRT_STREAM_ARGS_SIZE, s.native, stream.handle};
   if (SparkrtError* e = s.api->stream_synchronize(&args))
     return s.plugin->status(e, absl::StrFormat("%s: synchronize(stream %d)", s.plugin->name(), stream.handle));
@@ -529,6 +593,7 @@ absl::Status Device::synchronize(Stream stream) {
 absl::StatusOr<Event> Device::create_event() {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("event", "create_event");
   SparkrtEventCreateArgs args{SPARKRT_EVENT_CREATE_ARGS_SIZE, s.native, 0};
   if (SparkrtError* e = s.api->event_create(&args))
     return s.plugin->status(e, s.plugin->name() + ": create_event");
@@ -539,6 +604,9 @@ namespace {
 absl::Status event_call(DeviceState& s, SparkrtEventFn fn, const char* what, Event event,
                         Stream stream) {
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("event", what);
+  if (span)
+    span.args = absl::StrFormat(R"("event":%d,"stream":%d)", event.handle, stream.handle);
   SparkrtEventArgs args{SPARKRT_EVENT_ARGS_SIZE, s.native, event.handle, stream.handle};
   if (SparkrtError* e = fn(&args))
     return s.plugin->status(e, absl::StrFormat("%s: %s(event %d, stream %d)", s.plugin->name(),
@@ -563,6 +631,7 @@ absl::Status Device::wait_event(Stream stream, Event event) {
 absl::StatusOr<float> Device::elapsed_ms(Event start, Event end) {
   DeviceState& s = *state_;
   if (s.closed) return closed_error(s);
+  detail::TraceSpan span("event", "elapsed_ms");
   SparkrtEventElapsedArgs args{SPARKRT_EVENT_ELAPSED_ARGS_SIZE, s.native, start.handle, end.handle, 0.f};
   if (SparkrtError* e = s.api->event_elapsed(&args))
     return s.plugin->status(e, absl::StrFormat("%s: elapsed_ms(event %d, event %d)", s.plugin->name(),

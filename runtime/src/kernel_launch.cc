@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "device_state.h"
+#include "trace_span.h"
 
 namespace sparkrt {
 namespace {
@@ -183,6 +184,38 @@ absl::Status KernelLaunch::limits_error(const detail::KernelRecord& k,
       shared_mem_, props.max_shared_memory_per_block_optin));
 }
 
+absl::Status KernelLaunch::check_attributes(const detail::KernelRecord& k,
+                                            const detail::DeviceState& s) const {
+  const std::string& entry = k.signature.entry;
+  if (s.api->abi_minor < 4)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: launch attributes (%s) need a plugin of ABI 1.4 or later, but plugin '%s' (%s) "
+        "speaks ABI %d.%d; rebuild the plugin against this sparkrt or launch without them",
+        entry, flags_ != 0 ? "dependent launch" : "cluster", s.plugin->name(), s.plugin->path(),
+        s.api->abi_major, s.api->abi_minor));
+  if (cluster_ == Dim3{0, 0, 0}) return absl::OkStatus();
+  if (cluster_.x == 0 || cluster_.y == 0 || cluster_.z == 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: cluster %s has a zero dimension; give at least 1 block in each, or (0, 0, 0) for "
+        "no cluster",
+        entry, dims(cluster_)));
+  const DeviceProperties& props = s.properties;
+  if (!props.supports_clusters)
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: cluster %s requested, but device '%s' (%s backend) does not support thread-block "
+        "clusters",
+        entry, dims(cluster_), props.name, s.plugin->name()));
+  if (grid_.x % cluster_.x != 0 || grid_.y % cluster_.y != 0 || grid_.z % cluster_.z != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: grid %s is not a multiple of cluster %s in every dimension", entry, dims(grid_),
+        dims(cluster_)));
+  if (cluster_.volume() > props.max_cluster_size)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: cluster %s has %d blocks, the device allows %d per cluster", entry, dims(cluster_),
+        cluster_.volume(), props.max_cluster_size));
+  return absl::OkStatus();
+}
+
 // Inlined into launch(): the argument check is most of its own cost.
 [[gnu::always_inline]] inline absl::Status KernelLaunch::check_args(
     const detail::KernelRecord& k) const {
@@ -227,6 +260,9 @@ absl::Status KernelLaunch::check_layout(CheckedLayout& out) const {
 }
 
 absl::Status KernelLaunch::launch(Stream stream) const {
+  // Tracing off costs this one relaxed load and its branches.
+  const bool traced = trace::enabled();
+  const double trace_start = traced ? detail::trace_now_us() : 0;
   if (!kernel_)
     return absl::InvalidArgumentError("launch: empty Kernel handle; resolve it with Device::kernel");
   const detail::KernelRecord& k = *kernel_.record_;
@@ -255,9 +291,15 @@ absl::Status KernelLaunch::launch(Stream stream) const {
                        (k.required_block.x == 0 || block_ == k.required_block) &&
                        block_.volume() <= k.max_threads;
   if (!dims_ok) return limits_error(k, props);
+  if ((flags_ | cluster_.x | cluster_.y | cluster_.z) != 0) {
+    if (auto st = check_attributes(k, s); !st.ok()) return st;
+  }
 
   SparkrtLaunchArgs args;
-  args.struct_size = SPARKRT_LAUNCH_ARGS_SIZE;
+  // A plugin older than ABI 1.4 gets the struct it knows (check_attributes
+  // refused any attribute it would not see).
+  args.struct_size =
+      s.api->abi_minor >= 4 ? SPARKRT_LAUNCH_ARGS_SIZE : SPARKRT_LAUNCH_ARGS_SIZE_1_3;
   args.device = s.native;
   args.kernel = k.native;
   args.grid[0] = grid_.x;
@@ -282,7 +324,13 @@ absl::Status KernelLaunch::launch(Stream stream) const {
     args.arg_sizes = layout_->sizes;
     args.arg_kinds = layout_->kinds;
   }
-  if (SparkrtError* e = s.api->launch(&args))
+  args.flags = flags_;
+  args.cluster[0] = cluster_.x;
+  args.cluster[1] = cluster_.y;
+  args.cluster[2] = cluster_.z;
+  SparkrtError* const e = s.api->launch(&args);
+  if (traced) detail::trace_launch(k.module, sig.entry, args, e != nullptr, trace_start);
+  if (e != nullptr)
     return s.plugin->status(
         e, absl::StrFormat("%s: launch %s.%s grid %s block %s shared %d stream %d", s.plugin->name(),
                            k.module, sig.entry, dims(grid_), dims(block_), shared_mem_,

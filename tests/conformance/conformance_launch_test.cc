@@ -10,10 +10,13 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "sparkrt/extensions/mock.h"
 
 namespace sparkrt::conformance {
 namespace {
@@ -255,6 +258,128 @@ TEST_CASE("graphs capture and replay stream work") {
                                            0, 0};
   CHECK_FAILS(graph_status(g, g->end_capture(&not_capturing)));
   CHECK_OK(dev->destroy_stream(*s));
+}
+
+// The recorded attributes of the mock's launch `index`, or nullopt on a
+// backend that records none.
+struct RecordedAttributes {
+  uint32_t flags;
+  Dim3 cluster;
+};
+std::optional<RecordedAttributes> recorded_attributes(Device& dev, uint64_t index) {
+  const auto* mock = dev.extension_as<SparkrtMockExtension>(SPARKRT_MOCK_EXTENSION_NAME);
+  if (mock == nullptr) return std::nullopt;
+  REQUIRE(mock->struct_size >= SPARKRT_MOCK_EXTENSION_SIZE);
+  SparkrtMockLaunchAttributes a{};
+  a.struct_size = SPARKRT_MOCK_LAUNCH_ATTRIBUTES_SIZE;
+  if (SparkrtError* e = mock->get_launch_attributes(dev.native_handle(), index, &a)) {
+    mock->error_destroy(e);
+    FAIL_CHECK("mock get_launch_attributes(" << index << ") failed");
+    return std::nullopt;
+  }
+  return RecordedAttributes{a.flags, {a.cluster[0], a.cluster[1], a.cluster[2]}};
+}
+
+uint64_t recorded_launches(Device& dev) {
+  const auto* mock = dev.extension_as<SparkrtMockExtension>(SPARKRT_MOCK_EXTENSION_NAME);
+  uint64_t n = 0;
+  if (mock != nullptr) {
+    if (SparkrtError* e = mock->launch_count(dev.native_handle(), &n)) mock->error_destroy(e);
+  }
+  return n;
+}
+
+TEST_CASE("a dependent launch computes what a plain one does") {
+  SKIP_IF_UNSUPPORTED("launch-attributes");
+  auto dev = open_device();
+  std::mt19937_64 rng(seed());
+  INFO("seed ", seed());
+  auto k = dev->kernel("vector_ops", "vector_add_f32");
+  REQUIRE_OK(k);
+  const uint32_t n = 40'009;
+  const auto a = random_floats(n, rng);
+  const auto b = random_floats(n, rng);
+  DeviceBuffer da(*dev, n * 4), db(*dev, n * 4), plain(*dev, n * 4), dependent(*dev, n * 4);
+  REQUIRE_OK(dev->copy_h2d(a, da.ptr));
+  REQUIRE_OK(dev->copy_h2d(b, db.ptr));
+  REQUIRE_OK(dev->memset(plain.ptr, 0xFF, n * 4));  // NaN poison
+  REQUIRE_OK(dev->memset(dependent.ptr, 0xFF, n * 4));
+  auto s = dev->create_stream();
+  REQUIRE_OK(s);
+  const uint64_t before = recorded_launches(*dev);
+  // vector_add_f32 has no griddepcontrol.wait, so the dependent launch reads
+  // nothing the plain one writes: it may overlap it.
+  REQUIRE_OK(launch_vector_add(*dev, *k, da.ptr, db.ptr, plain.ptr, n, *s));
+  REQUIRE_OK(KernelLaunch(*dev, *k).grid({div_ceil(n, 256u)}).block({256}).dependent_launch()
+                 .arg(da.ptr).arg(db.ptr).arg(dependent.ptr).arg(n).launch(*s));
+  REQUIRE_OK(dev->synchronize(*s));
+  if (auto plain_rec = recorded_attributes(*dev, before)) {
+    auto dep_rec = recorded_attributes(*dev, before + 1);
+    REQUIRE(dep_rec.has_value());
+    CHECK(plain_rec->flags == 0);
+    CHECK(dep_rec->flags == SPARKRT_LAUNCH_DEPENDENT);
+    CHECK(dep_rec->cluster == Dim3{0, 0, 0});
+  }
+  if (skip_reason("kernel-results") == nullptr) {
+    std::vector<float> got_plain(n), got_dependent(n);
+    REQUIRE_OK(dev->copy_d2h(plain.ptr, got_plain));
+    REQUIRE_OK(dev->copy_d2h(dependent.ptr, got_dependent));
+    size_t wrong = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const float want = a[i] + b[i];
+      wrong += std::memcmp(&got_plain[i], &want, 4) != 0;
+      wrong += std::memcmp(&got_dependent[i], &want, 4) != 0;
+    }
+    CHECK_MESSAGE(wrong == 0, wrong << " wrong sums");
+  }
+  CHECK_OK(dev->destroy_stream(*s));
+}
+
+TEST_CASE("launch attribute properties are consistent") {
+  auto dev = open_device();
+  const DeviceProperties& p = dev->properties();
+  INFO("supports_clusters ", p.supports_clusters, ", max_cluster_size ", p.max_cluster_size);
+  if (p.supports_clusters)
+    CHECK(p.max_cluster_size >= 1);
+  else
+    CHECK(p.max_cluster_size == 0);
+}
+
+TEST_CASE("clusters launch where the device supports them and are UNIMPLEMENTED where not") {
+  SKIP_IF_UNSUPPORTED("launch-attributes");
+  auto dev = open_device();
+  const DeviceProperties& p = dev->properties();
+  auto k = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE_OK(k);
+  constexpr uint32_t kBlocks = 8, kThreads = 64, kCount = kBlocks * kThreads;
+  DeviceBuffer out(*dev, kCount * 4);
+  REQUIRE_OK(dev->memset(out.ptr, 0xFF, kCount * 4));
+  auto fill = [&](Dim3 cluster) {
+    return KernelLaunch(*dev, *k).grid({kBlocks}).block({kThreads}).cluster(cluster)
+        .arg(out.ptr).arg(0x5eed0001u).arg(kCount).launch();
+  };
+  if (!p.supports_clusters) {
+    CHECK_FAILS_WITH(fill({2, 1, 1}), StatusCode::kUnimplemented);
+    return;
+  }
+  REQUIRE(p.max_cluster_size >= 2);
+  const uint64_t before = recorded_launches(*dev);
+  REQUIRE_OK(fill({2, 1, 1}));
+  REQUIRE_OK(dev->synchronize());
+  if (auto rec = recorded_attributes(*dev, before)) {
+    CHECK(rec->cluster == Dim3{2, 1, 1});
+    CHECK(rec->flags == 0);
+  }
+  if (skip_reason("kernel-results") == nullptr) {
+    std::vector<uint32_t> back(kCount);
+    REQUIRE_OK(dev->copy_d2h(out.ptr, back));
+    CHECK(std::all_of(back.begin(), back.end(), [](uint32_t v) { return v == 0x5eed0001u; }));
+  }
+  // (runtime) Clusters that do not fit are refused before the plugin.
+  CHECK_FAILS_WITH(fill({3, 1, 1}), StatusCode::kInvalidArgument);  // 8 blocks % 3
+  CHECK_FAILS_WITH(fill({0, 1, 1}), StatusCode::kInvalidArgument);
+  if (p.max_cluster_size < kBlocks)
+    CHECK_FAILS_WITH(fill({kBlocks, 1, 1}), StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("threads share one device safely") {

@@ -38,6 +38,10 @@ constexpr Feature kFeatures[] = {
      nullptr},
     {"out-of-bounds", "copies and memsets that run past the end of an allocation fail", nullptr},
     {"use-after-free", "copies from and to freed memory fail", nullptr},
+    {"launch-attributes",
+     "dependent launches run (and a mock records them); clusters launch where the device has "
+     "supports_clusters and are UNIMPLEMENTED where not",
+     "the plugin speaks ABI 1.3 or older: a dependent launch is FAILED_PRECONDITION"},
 };
 
 // Gaps of the in-tree backends that cannot be detected, keyed by the name
@@ -64,6 +68,19 @@ struct State {
 };
 State g_state;
 
+// False when the runtime refuses launch attributes for the plugin's ABI
+// version: one dependent launch of fill_u32 over one element tells.
+bool takes_launch_attributes(Device& dev) {
+  auto fill = dev.kernel("vector_ops", "fill_u32");
+  auto out = dev.alloc(256);
+  if (!fill.ok() || !out.ok()) return true;  // the cases report the failure
+  const absl::Status s = KernelLaunch(dev, *fill).grid({1}).block({1}).dependent_launch()
+                             .arg(*out).arg(1u).arg(1u).launch();
+  dev.synchronize().IgnoreError();
+  dev.free(*out).IgnoreError();
+  return s.code() != absl::StatusCode::kFailedPrecondition;
+}
+
 // Why each feature is skipped on `dev`. A declaration with --skip wins: it is
 // the most specific.
 std::map<std::string, std::string, std::less<>> decide_skips(Device& dev,
@@ -74,6 +91,7 @@ std::map<std::string, std::string, std::less<>> decide_skips(Device& dev,
   };
   if (dev.extension(SPARKRT_GRAPH_EXTENSION_NAME) == nullptr) detected("graphs");
   if (dev.extension(SPARKRT_MOCK_EXTENSION_NAME) != nullptr) detected("kernel-results");
+  if (!takes_launch_attributes(dev)) detected("launch-attributes");
   // An out-of-tree plugin may run only some kernels; the in-tree ones run all.
   constexpr std::string_view kInTree[] = {"cuda", "vulkan", "cpu", "mock"};
   if (std::find(std::begin(kInTree), std::end(kInTree), dev.backend_name()) == std::end(kInTree)) {

@@ -229,6 +229,64 @@ TEST_CASE("mock ABI: a launch that disagrees with the declared signature is refu
   REQUIRE_OK(p.status(p.api->device_close(&close)));
 }
 
+TEST_CASE("mock ABI: launch attributes are read only where struct_size covers them") {
+  Plugin p;
+  SparkrtModule* m = p.load(twin_ptx());
+  SparkrtKernel* k = p.kernel(m, kRope, rope_params());
+  REQUIRE_OK(p.last);
+  alignas(8) uint8_t params[40] = {};
+  uint32_t offsets[8] = {0, 8, 16, 20, 24, 28, 32, 36};
+  uint32_t sizes[8] = {8, 8, 4, 4, 4, 4, 4, 4};
+  uint8_t kinds[8] = {SPARKRT_ARG_PTR, SPARKRT_ARG_PTR, SPARKRT_ARG_U32, SPARKRT_ARG_U32,
+                      SPARKRT_ARG_U32, SPARKRT_ARG_U32, SPARKRT_ARG_F32, SPARKRT_ARG_U32};
+  SparkrtLaunchArgs a{};
+  a.device = p.device;
+  a.kernel = k;
+  a.grid[0] = 4;
+  a.grid[1] = a.grid[2] = 1;
+  a.block[0] = a.block[1] = a.block[2] = 1;
+  a.params = params;
+  a.params_size = sizeof params;
+  a.num_args = 8;
+  a.arg_offsets = offsets;
+  a.arg_sizes = sizes;
+  a.arg_kinds = kinds;
+  a.flags = SPARKRT_LAUNCH_DEPENDENT;
+  a.cluster[0] = 2;
+  a.cluster[1] = a.cluster[2] = 1;
+  // A runtime of ABI 1.3 sends the shorter struct: what lies past it is not
+  // read, so the launch has no attributes.
+  a.struct_size = SPARKRT_LAUNCH_ARGS_SIZE_1_3;
+  REQUIRE_OK(p.status(p.api->launch(&a)));
+  a.struct_size = SPARKRT_LAUNCH_ARGS_SIZE;
+  REQUIRE_OK(p.status(p.api->launch(&a)));
+  a.struct_size = SPARKRT_LAUNCH_ARGS_SIZE_1_3 - 1;
+  check_error(p.status(p.api->launch(&a)), StatusCode::kInvalidArgument, {"struct_size"});
+
+  SparkrtMockLaunchAttributes attrs{};
+  attrs.struct_size = SPARKRT_MOCK_LAUNCH_ATTRIBUTES_SIZE;
+  REQUIRE_OK(p.status(p.ext->get_launch_attributes(p.device, 0, &attrs)));
+  CHECK(attrs.flags == 0);
+  CHECK((attrs.cluster[0] == 0 && attrs.cluster[1] == 0 && attrs.cluster[2] == 0));
+  REQUIRE_OK(p.status(p.ext->get_launch_attributes(p.device, 1, &attrs)));
+  CHECK(attrs.flags == SPARKRT_LAUNCH_DEPENDENT);
+  CHECK((attrs.cluster[0] == 2 && attrs.cluster[1] == 1 && attrs.cluster[2] == 1));
+  check_error(p.status(p.ext->get_launch_attributes(p.device, 2, &attrs)), StatusCode::kOutOfRange,
+              {"index 2", "2 launches"});
+  attrs.struct_size = sizeof(size_t);
+  check_error(p.status(p.ext->get_launch_attributes(p.device, 0, &attrs)),
+              StatusCode::kInvalidArgument, {"struct_size"});
+
+  // The device reports what the mock records.
+  SparkrtDeviceProperties props{};
+  props.struct_size = SPARKRT_DEVICE_PROPERTIES_SIZE;
+  SparkrtDeviceGetPropertiesArgs get{SPARKRT_DEVICE_GET_PROPERTIES_ARGS_SIZE, p.device, &props};
+  REQUIRE_OK(p.status(p.api->device_get_properties(&get)));
+  CHECK(props.supports_dependent_launch == 1);
+  CHECK(props.supports_clusters == 1);
+  CHECK(props.max_cluster_size == 8);
+}
+
 TEST_CASE("mock ABI: the extension refuses handles that are not open mock devices") {
   Plugin p;
   uint64_t n = 0;

@@ -1,9 +1,14 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "sparkrt/extensions/graph.h"
 #include "sparkrt/kernel_launch.h"
+#include "sparkrt/testing/mock.h"
 
 using sparkrt::ArgKind;
 using sparkrt::arg_kind_of;
@@ -256,4 +261,157 @@ TEST_CASE("launch: a checked layout launches values written into place, for its 
   other.grid({1}).block({32}).use_layout(layout);
   CHECK(other.launch().message() ==
         "fill_u32: the argument layout was checked for another kernel");
+}
+
+TEST_CASE("launch attributes: a cluster must have no zero dimension, divide the grid and fit") {
+  auto dev = open_mock();
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  const auto& props = dev->properties();
+  REQUIRE(props.supports_clusters);
+  REQUIRE(props.max_cluster_size == 8);
+  const DevicePtr out = alloc(*dev, 64 * 64 * 4);
+  auto with = [&](Dim3 grid, Dim3 cluster) {
+    return KernelLaunch(*dev, *fill).grid(grid).block({64}).cluster(cluster)
+        .arg(out).arg(uint32_t{7}).arg(uint32_t{64}).launch();
+  };
+  CHECK(with({8, 2, 1}, {4, 2, 1}).ok());
+  CHECK(with({8, 2, 1}, {0, 0, 0}).ok());  // no cluster
+  auto zero = with({8, 2, 1}, {2, 0, 1});
+  CHECK(zero.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(contains(zero, "cluster (2, 0, 1) has a zero dimension"), zero.message());
+  auto uneven = with({8, 3, 1}, {2, 2, 1});
+  CHECK(uneven.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(contains(uneven, "grid (8, 3, 1) is not a multiple of cluster (2, 2, 1)"),
+                uneven.message());
+  auto z_uneven = with({2, 1, 3}, {1, 1, 2});
+  CHECK_MESSAGE(contains(z_uneven, "is not a multiple of cluster"), z_uneven.message());
+  auto big = with({16, 2, 1}, {8, 2, 1});
+  CHECK(big.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(contains(big, "cluster (8, 2, 1) has 16 blocks, the device allows 8 per cluster"),
+                big.message());
+  CHECK(with({16, 2, 1}, {8, 1, 1}).ok());  // exactly the limit
+}
+
+TEST_CASE("launch attributes: the mock records them as given, and nothing without them") {
+  auto dev = open_mock();
+  auto mock = sparkrt::testing::MockInspector::attach(*dev);
+  REQUIRE_MESSAGE(mock.ok(), mock.status().ToString());
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  const DevicePtr out = alloc(*dev, 64 * 4 * 4);
+  KernelLaunch l(*dev, *fill);
+  l.grid({4}).block({64}).arg(out).arg(uint32_t{7}).arg(uint32_t{256});
+  REQUIRE(l.launch().ok());
+  REQUIRE(l.dependent_launch().launch().ok());
+  REQUIRE(l.cluster({2, 1, 1}).launch().ok());
+  REQUIRE(l.dependent_launch(false).launch().ok());
+  REQUIRE(l.cluster({0, 0, 0}).launch().ok());
+  REQUIRE(mock->launch_count() == 5);
+  const struct {
+    bool dependent;
+    Dim3 cluster;
+  } want[] = {{false, {0, 0, 0}}, {true, {0, 0, 0}}, {true, {2, 1, 1}}, {false, {2, 1, 1}},
+              {false, {0, 0, 0}}};
+  for (size_t i = 0; i < 5; ++i) {
+    INFO("launch ", i);
+    const auto r = mock->launch(i);
+    CHECK(r.dependent_launch == want[i].dependent);
+    CHECK(r.cluster == want[i].cluster);
+    CHECK(r.grid == Dim3{4, 1, 1});
+  }
+  std::ostringstream printed;
+  printed << mock->launch(2);
+  CHECK_MESSAGE(printed.str().find(" dependent cluster {2, 1, 1} args (") != std::string::npos,
+                printed.str());
+  printed.str("");
+  printed << mock->launch(0);
+  CHECK_MESSAGE(printed.str().find("dependent") == std::string::npos, printed.str());
+  CHECK_MESSAGE(printed.str().find("cluster") == std::string::npos, printed.str());
+}
+
+TEST_CASE("launch attributes: graph capture records them and every replay launches with them") {
+  auto dev = open_mock();
+  auto mock = sparkrt::testing::MockInspector::attach(*dev);
+  REQUIRE_MESSAGE(mock.ok(), mock.status().ToString());
+  const auto* g = dev->extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
+  REQUIRE(g != nullptr);
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  const DevicePtr out = alloc(*dev, 64 * 4 * 4);
+  auto s = dev->create_stream();
+  REQUIRE(s.ok());
+  SparkrtDevice* native = dev->native_handle();
+  SparkrtGraphCaptureArgs begin{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, native, s->handle};
+  REQUIRE(g->begin_capture(&begin) == nullptr);
+  REQUIRE(KernelLaunch(*dev, *fill).grid({4}).block({64}).dependent_launch().cluster({2, 1, 1})
+              .arg(out).arg(uint32_t{7}).arg(uint32_t{256}).launch(*s).ok());
+  REQUIRE(KernelLaunch(*dev, *fill).grid({4}).block({64})
+              .arg(out).arg(uint32_t{8}).arg(uint32_t{256}).launch(*s).ok());
+  SparkrtGraphEndCaptureArgs end{SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE, native, s->handle, 0, 0};
+  REQUIRE(g->end_capture(&end) == nullptr);
+  REQUIRE(mock->launch_count() == 0);  // captured, not launched
+  for (int replay = 0; replay < 2; ++replay) {
+    SparkrtGraphLaunchArgs run{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, native, end.graph, s->handle};
+    REQUIRE(g->launch(&run) == nullptr);
+  }
+  REQUIRE(dev->synchronize(*s).ok());
+  REQUIRE(mock->launch_count() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    INFO("launch ", i);
+    const auto r = mock->launch(i);
+    const bool first = i % 2 == 0;
+    CHECK(r.dependent_launch == first);
+    CHECK(r.cluster == (first ? Dim3{2, 1, 1} : Dim3{0, 0, 0}));
+  }
+  SparkrtGraphDestroyArgs destroy{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, native, end.graph};
+  CHECK(g->destroy(&destroy) == nullptr);
+  CHECK(dev->destroy_stream(*s).ok());
+}
+
+TEST_CASE("launch attributes: a plugin of ABI 1.3 launches without them and refuses them") {
+  const std::string path = std::string(SPARKRT_TEST_PLUGIN_DIR) + "/libsparkrt_backend_oldabi.so";
+  auto dev = Device::open({.backend = path});
+  // The plugin refuses property and launch structs of any size but ABI 1.3's.
+  REQUIRE_MESSAGE(dev.ok(), dev.status().ToString());
+  const auto& props = (*dev)->properties();
+  CHECK_FALSE(props.supports_dependent_launch);
+  CHECK_FALSE(props.supports_clusters);
+  CHECK(props.max_cluster_size == 0);
+  auto fill = (*dev)->kernel("vector_ops", "fill_u32");
+  REQUIRE_MESSAGE(fill.ok(), fill.status().ToString());
+  auto launch = [&](bool dependent, Dim3 cluster) {
+    return KernelLaunch(**dev, *fill).grid({2}).block({64}).dependent_launch(dependent)
+        .cluster(cluster).arg(DevicePtr(0x1000)).arg(uint32_t{7}).arg(uint32_t{128}).launch();
+  };
+  auto plain = launch(false, {0, 0, 0});
+  CHECK_MESSAGE(plain.ok(), plain.ToString());
+  auto dependent = launch(true, {0, 0, 0});
+  CHECK(dependent.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(contains(dependent, "plugin 'oldabi'"), dependent.message());
+  CHECK_MESSAGE(contains(dependent, "speaks ABI 1.3"), dependent.message());
+  CHECK_MESSAGE(contains(dependent, "need a plugin of ABI 1.4"), dependent.message());
+  auto cluster = launch(false, {2, 1, 1});
+  CHECK(cluster.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(contains(cluster, "launch attributes (cluster)"), cluster.message());
+}
+
+TEST_CASE("launch attributes: a cluster on a device without clusters is UNIMPLEMENTED") {
+  auto dev = Device::open({.backend = "cpu"});
+  REQUIRE_MESSAGE(dev.ok(), dev.status().ToString());
+  REQUIRE_FALSE((*dev)->properties().supports_clusters);
+  auto fill = (*dev)->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  const DevicePtr out = alloc(**dev, 256 * 4);
+  auto clustered = KernelLaunch(**dev, *fill).grid({4}).block({64}).cluster({2, 1, 1})
+                       .arg(out).arg(uint32_t{7}).arg(uint32_t{256}).launch();
+  CHECK(clustered.code() == absl::StatusCode::kUnimplemented);
+  CHECK_MESSAGE(contains(clustered, "does not support thread-block clusters"),
+                clustered.message());
+  // A dependent launch runs as a plain one where launches cannot overlap.
+  REQUIRE(KernelLaunch(**dev, *fill).grid({4}).block({64}).dependent_launch()
+              .arg(out).arg(uint32_t{0x5eed}).arg(uint32_t{256}).launch().ok());
+  std::vector<uint32_t> back(256, 0);
+  REQUIRE((*dev)->copy_d2h(out, back).ok());
+  CHECK(std::all_of(back.begin(), back.end(), [](uint32_t v) { return v == 0x5eed; }));
 }

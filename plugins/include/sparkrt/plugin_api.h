@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define SPARKRT_ABI_MAJOR 1
-#define SPARKRT_ABI_MINOR 3
+#define SPARKRT_ABI_MINOR 4
 
 /* Name of the one symbol a plugin exports. */
 #define SPARKRT_PLUGIN_ENTRY_SYMBOL "sparkrt_plugin_api"
@@ -178,8 +178,18 @@ typedef struct SparkrtDeviceProperties {
   uint32_t flags;         /* SPARKRT_DEVICE_FLAG_* (ABI 1.2) */
   char driver[128];       /* the API and driver behind the device, for people: "Vulkan 1.4.312,
                              NVIDIA 580.159.04"; "" where there is none (ABI 1.3) */
+  /* Launch attributes (ABI 1.4): written only where the caller's
+   * struct_size covers them; the runtime asks a plugin of ABI 1.3 for
+   * SPARKRT_DEVICE_PROPERTIES_SIZE_1_3 and takes the attributes as absent. */
+  uint8_t supports_dependent_launch; /* 1: SPARKRT_LAUNCH_DEPENDENT can overlap launches */
+  uint8_t supports_clusters;         /* 1: launches take a thread-block cluster */
+  uint8_t reserved[2];               /* 0 */
+  uint32_t max_cluster_size;         /* blocks per cluster; 0 where supports_clusters is 0 */
 } SparkrtDeviceProperties;
-#define SPARKRT_DEVICE_PROPERTIES_SIZE SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, driver)
+#define SPARKRT_DEVICE_PROPERTIES_SIZE \
+  SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, max_cluster_size)
+/* What a caller built against ABI 1.3 passes: without the launch attributes. */
+#define SPARKRT_DEVICE_PROPERTIES_SIZE_1_3 SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, driver)
 /* What a caller built against ABI 1.2 passes: without `driver`. */
 #define SPARKRT_DEVICE_PROPERTIES_SIZE_1_2 SPARKRT_STRUCT_SIZE(SparkrtDeviceProperties, flags)
 /* What a caller built against ABI 1.0 or 1.1 passes: without `flags`. */
@@ -378,6 +388,22 @@ typedef struct SparkrtEventElapsedArgs {
 
 /* ---- launch --------------------------------------------------------------- */
 
+/* Launch attributes (ABI 1.4): `flags` and `cluster` follow the 1.3 fields.
+ * A plugin reads them only when struct_size covers them
+ * (>= SPARKRT_LAUNCH_ARGS_SIZE; an older runtime passes
+ * SPARKRT_LAUNCH_ARGS_SIZE_1_3, which means no attributes). The runtime
+ * passes them only to a plugin whose abi_minor is 4 or more; to an older one
+ * it passes the 1.3 size and (runtime) refuses a launch that asks for an
+ * attribute with FAILED_PRECONDITION, naming the plugin's ABI version.
+ * [launch-attributes] A dependent launch computes what a plain one does (a
+ * plugin that cannot overlap launches runs it as one). A device with
+ * supports_clusters launches a cluster; one without refuses a launch with a
+ * cluster with UNIMPLEMENTED, and reports max_cluster_size 0. (runtime) A
+ * cluster with a zero dimension, a grid that is not a multiple of it in every
+ * dimension, or more than max_cluster_size blocks is INVALID_ARGUMENT; a
+ * cluster on a device without supports_clusters is UNIMPLEMENTED. Graph
+ * capture records the attributes with the launch and replays them. */
+
 /* The runtime has already checked the arguments against the kernel's
  * signature and the launch limits; `params` holds them packed in the CUDA
  * parameter layout (arg i at arg_offsets[i], natural alignment). (runtime)
@@ -401,8 +427,21 @@ typedef struct SparkrtLaunchArgs {
   const uint32_t* arg_offsets;
   const uint32_t* arg_sizes;
   const uint8_t* arg_kinds; /* SparkrtArgKind values */
+  /* Launch attributes (ABI 1.4). */
+  uint32_t flags;      /* SPARKRT_LAUNCH_* bits */
+  uint32_t cluster[3]; /* thread-block cluster in blocks; 0 0 0: none */
 } SparkrtLaunchArgs;
-#define SPARKRT_LAUNCH_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtLaunchArgs, arg_kinds)
+#define SPARKRT_LAUNCH_ARGS_SIZE SPARKRT_STRUCT_SIZE(SparkrtLaunchArgs, cluster)
+/* What a runtime built against ABI 1.3 passes, and what this runtime passes
+ * to a plugin of ABI 1.3: without the launch attributes. */
+#define SPARKRT_LAUNCH_ARGS_SIZE_1_3 SPARKRT_STRUCT_SIZE(SparkrtLaunchArgs, arg_kinds)
+
+/* The launch may start before the previous kernel on its stream has finished
+ * (CUDA's programmatic dependent launch): the kernel itself waits, with
+ * griddepcontrol.wait, before it reads what that kernel wrote. A backend
+ * that cannot overlap launches runs it as a plain launch, which is always
+ * correct. */
+#define SPARKRT_LAUNCH_DEPENDENT (1u << 0)
 
 /* ---- extensions ------------------------------------------------------------ */
 

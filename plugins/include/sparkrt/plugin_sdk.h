@@ -65,6 +65,9 @@ struct Launch {
   std::span<const uint32_t> arg_offsets;
   std::span<const uint32_t> arg_sizes;
   std::span<const uint8_t> arg_kinds;
+  // Launch attributes (ABI 1.4); 0 and {0, 0, 0} when the runtime sent none.
+  uint32_t flags = 0;                       // SPARKRT_LAUNCH_* bits
+  std::array<uint32_t, 3> cluster{0, 0, 0};  // blocks; {0, 0, 0}: no cluster
 };
 
 class Device {
@@ -443,10 +446,11 @@ struct Adapter {
     });
   }
   static SparkrtError* launch(SparkrtLaunchArgs* a) {
-    return guard("launch", a, SPARKRT_LAUNCH_ARGS_SIZE, [&] {
+    // A runtime of ABI 1.3 sends no launch attributes.
+    return guard("launch", a, SPARKRT_LAUNCH_ARGS_SIZE_1_3, [&] {
       if (a->device == nullptr) return null_device();
       if (a->kernel == nullptr) return absl::InvalidArgumentError("launch: null kernel handle");
-      const Launch l{
+      Launch l{
           unwrap<Kernel>(a->kernel),
           {a->grid[0], a->grid[1], a->grid[2]},
           {a->block[0], a->block[1], a->block[2]},
@@ -457,6 +461,10 @@ struct Adapter {
           {a->arg_sizes, a->num_args},
           {a->arg_kinds, a->num_args},
       };
+      if (a->struct_size >= SPARKRT_LAUNCH_ARGS_SIZE) {
+        l.flags = a->flags;
+        l.cluster = {a->cluster[0], a->cluster[1], a->cluster[2]};
+      }
       return dev(a->device)->launch(l);
     });
   }

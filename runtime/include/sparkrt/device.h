@@ -59,6 +59,11 @@ struct DeviceProperties {
   // The API and driver behind the device, for people ("Vulkan 1.4.312,
   // NVIDIA 580.159.04"); empty where the plugin says none.
   std::string driver;
+  // Launch attributes (KernelLaunch::dependent_launch and ::cluster). A
+  // plugin of ABI 1.3 or older offers neither.
+  bool supports_dependent_launch = false;  // dependent launches may overlap
+  bool supports_clusters = false;
+  uint32_t max_cluster_size = 0;  // blocks per cluster; 0 without clusters
 };
 
 struct OpenOptions {

@@ -82,6 +82,23 @@ class KernelLaunch {
     shared_mem_ = bytes;
     return *this;
   }
+  // Programmatic dependent launch: the kernel may start before the previous
+  // kernel on its stream has finished, and waits (griddepcontrol.wait) where
+  // it reads that kernel's output. Backends that cannot overlap launches run
+  // it as a plain launch. Needs a plugin of ABI 1.4 (FAILED_PRECONDITION
+  // otherwise).
+  KernelLaunch& dependent_launch(bool on = true) {
+    flags_ = on ? flags_ | SPARKRT_LAUNCH_DEPENDENT : flags_ & ~SPARKRT_LAUNCH_DEPENDENT;
+    return *this;
+  }
+  // Thread-block cluster, in blocks; {0, 0, 0} (the default) is none. Every
+  // dimension at least 1 and dividing the grid's, at most
+  // DeviceProperties::max_cluster_size blocks in all; UNIMPLEMENTED on a
+  // device without supports_clusters.
+  KernelLaunch& cluster(Dim3 c) {
+    cluster_ = c;
+    return *this;
+  }
 
   template <typename T>
   KernelLaunch& arg(const T& value) {
@@ -140,6 +157,10 @@ class KernelLaunch {
   // Everything launch() checks of the arguments; OK when they fit.
   absl::Status check_args(const detail::KernelRecord& k) const;
   absl::Status limits_error(const detail::KernelRecord& k, const DeviceProperties& props) const;
+  // The checks of dependent_launch() and cluster(), for a launch that asks
+  // for either.
+  absl::Status check_attributes(const detail::KernelRecord& k,
+                                const detail::DeviceState& s) const;
 
   void push(const void* data, uint32_t size, uint32_t align, ArgKind kind) {
     const uint32_t offset = (params_size_ + align - 1) & ~(align - 1);
@@ -161,6 +182,8 @@ class KernelLaunch {
   Dim3 grid_{0, 0, 0};  // must be set
   Dim3 block_{0, 0, 0};
   uint32_t shared_mem_ = 0;
+  uint32_t flags_ = 0;       // SPARKRT_LAUNCH_* bits
+  Dim3 cluster_{0, 0, 0};    // none
   uint32_t num_args_ = 0;
   uint32_t params_size_ = 0;
   bool overflow_ = false;

@@ -128,6 +128,16 @@ typedef struct SparkrtMockLaunch {
 } SparkrtMockLaunch;
 #define SPARKRT_MOCK_LAUNCH_SIZE SPARKRT_STRUCT_SIZE(SparkrtMockLaunch, sequence)
 
+/* The launch attributes (plugin ABI 1.4) of a recorded launch, as given:
+ * 0 and 0 0 0 for a launch without them. */
+typedef struct SparkrtMockLaunchAttributes {
+  size_t struct_size;
+  uint32_t flags;      /* out: SPARKRT_LAUNCH_* bits */
+  uint32_t cluster[3]; /* out: blocks; 0 0 0 for no cluster */
+} SparkrtMockLaunchAttributes;
+#define SPARKRT_MOCK_LAUNCH_ATTRIBUTES_SIZE \
+  SPARKRT_STRUCT_SIZE(SparkrtMockLaunchAttributes, cluster)
+
 /* One argument of a recorded launch. The caller supplies the byte buffer;
  * min(size, capacity) bytes are copied. Arguments are at most 4096 bytes. */
 typedef struct SparkrtMockArg {
@@ -229,8 +239,14 @@ typedef struct SparkrtMockExtension {
   /* OutOfRange for index >= collective_count. */
   SparkrtError* (*get_collective)(SparkrtDevice* device, uint64_t index,
                                   SparkrtMockCollective* out);
+
+  /* The launch attributes of launch record `index` (OutOfRange past
+   * launch_count). Present where struct_size covers it. */
+  SparkrtError* (*get_launch_attributes)(SparkrtDevice* device, uint64_t index,
+                                         SparkrtMockLaunchAttributes* out);
 } SparkrtMockExtension;
-#define SPARKRT_MOCK_EXTENSION_SIZE SPARKRT_STRUCT_SIZE(SparkrtMockExtension, get_collective)
+#define SPARKRT_MOCK_EXTENSION_SIZE \
+  SPARKRT_STRUCT_SIZE(SparkrtMockExtension, get_launch_attributes)
 
 #ifdef __cplusplus
 } /* extern "C" */

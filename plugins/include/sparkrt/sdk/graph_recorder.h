@@ -59,6 +59,8 @@ class GraphRecorder {
     std::vector<std::byte> params;
     std::vector<uint32_t> offsets, sizes;
     std::vector<uint8_t> kinds;
+    uint32_t flags = 0;
+    std::array<uint32_t, 3> cluster{};
     // kMemset
     SparkrtDevicePtr dst = 0;
     uint8_t value = 0;

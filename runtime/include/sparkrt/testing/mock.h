@@ -87,6 +87,8 @@ struct MockLaunch {
   Stream stream;
   std::vector<MockArg> args;
   uint64_t sequence = 0;  // 1-based launch number since open or reset
+  bool dependent_launch = false;  // KernelLaunch::dependent_launch
+  Dim3 cluster{0, 0, 0};          // KernelLaunch::cluster; {0, 0, 0}: none
 
   bool operator==(const MockLaunch&) const = default;
 };
@@ -179,7 +181,13 @@ inline std::ostream& operator<<(std::ostream& os, const MockLaunch& l) {
   detail::print_dim3(os, l.grid);
   os << " block ";
   detail::print_dim3(os, l.block);
-  os << " shared " << l.shared_mem << " stream " << l.stream.handle << " args (";
+  os << " shared " << l.shared_mem << " stream " << l.stream.handle;
+  if (l.dependent_launch) os << " dependent";
+  if (l.cluster != Dim3{0, 0, 0}) {
+    os << " cluster ";
+    detail::print_dim3(os, l.cluster);
+  }
+  os << " args (";
   for (size_t i = 0; i < l.args.size(); ++i) os << (i ? ", " : "") << l.args[i];
   return os << ')';
 }
@@ -264,6 +272,11 @@ class MockInspector {
     l.shared_mem = r.shared_memory_bytes;
     l.stream = Stream{r.stream};
     l.sequence = r.sequence;
+    SparkrtMockLaunchAttributes attrs{};
+    attrs.struct_size = SPARKRT_MOCK_LAUNCH_ATTRIBUTES_SIZE;
+    must(ext_->get_launch_attributes(device_, index, &attrs));
+    l.dependent_launch = (attrs.flags & SPARKRT_LAUNCH_DEPENDENT) != 0;
+    l.cluster = {attrs.cluster[0], attrs.cluster[1], attrs.cluster[2]};
     l.args.reserve(r.num_args);
     for (uint32_t i = 0; i < r.num_args; ++i) {
       uint8_t buf[KernelLaunch::kMaxParamBytes];

@@ -1,0 +1,51 @@
+// A trace of what the runtime does, in the Chrome trace event format
+// (`{"traceEvents":[...]}`), which Perfetto (ui.perfetto.dev) and
+// chrome://tracing open.
+//
+//   if (auto st = sparkrt::trace::start("/tmp/decode.json"); !st.ok()) return st;
+//   ... device calls ...
+//   if (auto st = sparkrt::trace::stop(); !st.ok()) return st;  // a write failed
+//
+// Every runtime call made while tracing is on becomes a complete ("X") event
+// on the track of the host thread that made it: device open and close, module
+// loads (with where the module came from), kernel lookups, launches (grid,
+// block, shared memory, stream, argument bytes), copies, memsets, stream and
+// event calls, and collectives. Setting SPARKRT_TRACE=<file> starts a trace at
+// the first Device::open; it is written out when the process exits.
+//
+// Events go through one buffer of bounded size that is written to the file
+// whenever it fills, so a long trace costs no more memory than a short one.
+// A write that fails is never a silent hole: stop() reports it.
+//
+// When tracing is off, each traced call costs one relaxed atomic load.
+#ifndef SPARKRT_TRACE_H_
+#define SPARKRT_TRACE_H_
+
+#include <atomic>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace sparkrt::trace {
+
+// Starts writing a trace to `path` (created or truncated). Fails when the
+// file cannot be opened for writing, or when a trace is already running.
+absl::Status start(const std::string& path);
+
+// Ends the trace and closes the file. Fails with the first write error the
+// trace met (disk full, I/O error), or when no trace is running.
+absl::Status stop();
+
+// The file being written; empty when no trace is running.
+std::string path();
+
+namespace detail {
+extern std::atomic<bool> g_enabled;
+}  // namespace detail
+
+// Whether a trace is running: the check every traced call makes first.
+inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+
+}  // namespace sparkrt::trace
+
+#endif  // SPARKRT_TRACE_H_

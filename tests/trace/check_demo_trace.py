@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Runs `sparkrt demo --trace` on the backend SPARKRT_BACKEND names, checks the
+trace it writes (every op of the decode step launched, with its grid and block;
+well-formed spans; named thread tracks), then renders it with tools/trace_png.py
+and checks the PNG.
+
+    check_demo_trace.py SPARKRT_BINARY TRACE_PNG_TOOL WORK_DIR
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+# The decode step's launches: entry name -> what it is.
+DECODE_OPS = {
+    "fill_slots_from_block_table": "slot mapping",
+    "fused_k_norm_rope_cache_write_bf16": "K cache write",
+    "reshape_and_cache_flash_v_only": "V cache write",
+}
+ATTENTION_PREFIX = "paged_decode_attn_"
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def check_dims(span, key):
+    dims = span["args"].get(key)
+    if not (isinstance(dims, list) and len(dims) == 3 and
+            all(isinstance(d, int) and d >= 1 for d in dims)):
+        fail("%s launch: %s is %r, not three positive integers" % (span["name"], key, dims))
+
+
+def check_trace(path):
+    with open(path, encoding="utf-8") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    if not spans:
+        fail("the trace has no spans")
+    for e in spans:
+        for key in ("name", "cat", "ts", "dur", "pid", "tid", "args"):
+            if key not in e:
+                fail("span without %r: %r" % (key, e))
+        if not (isinstance(e["ts"], (int, float)) and e["ts"] >= 0 and e["dur"] >= 0):
+            fail("span with a bad time: %r" % e)
+
+    # On each track, spans nest or follow each other: never a partial overlap.
+    tracks = {}
+    for e in spans:
+        tracks.setdefault(e["tid"], []).append(e)
+    slack = 0.002  # the microsecond values carry three decimals
+    for tid, track in tracks.items():
+        open_ends = []
+        for e in sorted(track, key=lambda s: (s["ts"], -s["dur"])):
+            while open_ends and open_ends[-1] <= e["ts"] + slack:
+                open_ends.pop()
+            if open_ends and e["ts"] + e["dur"] > open_ends[-1] + slack:
+                fail("track %d: %s at %.3f overlaps its caller's end %.3f" %
+                     (tid, e["name"], e["ts"], open_ends[-1]))
+            open_ends.append(e["ts"] + e["dur"])
+
+    named = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    if not set(tracks) <= named:
+        fail("tracks without a thread_name: %s" % sorted(set(tracks) - named))
+
+    launches = [e for e in spans if e["cat"] == "launch"]
+    for e in launches:
+        check_dims(e, "grid")
+        check_dims(e, "block")
+        if e["args"].get("entry") != e["name"] or e["args"].get("failed") is not False:
+            fail("launch span %r" % e)
+    names = {e["name"] for e in launches}
+    for entry, what in DECODE_OPS.items():
+        if entry not in names:
+            fail("no launch of %s (%s); launched: %s" % (entry, what, sorted(names)))
+    if not any(n.startswith(ATTENTION_PREFIX) for n in names):
+        fail("no %s* launch; launched: %s" % (ATTENTION_PREFIX, sorted(names)))
+    loads = [e for e in spans if e["name"] == "module_load"]
+    if not loads or not all(e["args"].get("origin") for e in loads):
+        fail("module loads without their origin: %r" % loads)
+    print("trace: %d spans on %d tracks, %d launches of %s" %
+          (len(spans), len(tracks), len(launches), ", ".join(sorted(names))))
+
+
+def check_png(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        fail("%s: not a PNG signature" % path)
+    length, kind = struct.unpack(">I4s", data[8:16])
+    if kind != b"IHDR" or length != 13:
+        fail("%s: the first chunk is not IHDR" % path)
+    width, height, depth, color = struct.unpack(">IIBB", data[16:26])
+    if (width, depth, color) != (1200, 8, 2) or not 40 <= height <= 2000:
+        fail("%s: %dx%d, depth %d, color type %d" % (path, width, height, depth, color))
+    # Walk the chunks, checking each CRC, and inflate the pixels.
+    pos, idat = 8, b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 4:pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        if zlib.crc32(body) != crc:
+            fail("%s: bad CRC in %r" % (path, kind))
+        if kind == b"IDAT":
+            idat += body[4:]
+        pos += 12 + length
+    pixels = zlib.decompress(idat)
+    if len(pixels) != height * (1 + 3 * width):
+        fail("%s: %d bytes of pixels for %dx%d" % (path, len(pixels), width, height))
+    if len(set(pixels[i:i + 3] for i in range(1, len(pixels) - 3, 3 * 7))) < 4:
+        fail("%s: the image is (nearly) blank" % path)
+    print("png: %dx%d" % (width, height))
+
+
+def main():
+    sparkrt, png_tool, work_dir = sys.argv[1:4]
+    backend = os.environ.get("SPARKRT_BACKEND", "")
+    os.makedirs(work_dir, exist_ok=True)
+    trace = os.path.join(work_dir, "demo_trace_%s.json" % backend)
+    png = os.path.join(work_dir, "demo_trace_%s.png" % backend)
+    for stale in (trace, png):
+        if os.path.exists(stale):
+            os.remove(stale)
+    run = subprocess.run([sparkrt, "demo", "--trace", trace], capture_output=True, text=True)
+    sys.stdout.write(run.stdout[-2000:])
+    if run.returncode != 0:
+        fail("sparkrt demo exited with %d: %s" % (run.returncode, run.stderr))
+    if "trace: the decode step written to " + trace not in run.stdout:
+        fail("the demo did not say where the trace went")
+    check_trace(trace)
+    run = subprocess.run([sys.executable, png_tool, trace, png, "--width", "1200"],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        fail("trace_png.py exited with %d: %s" % (run.returncode, run.stderr))
+    check_png(png)
+    print("check: passed")
+
+
+if __name__ == "__main__":
+    main()
