@@ -23,6 +23,7 @@ namespace sparkrt {
 namespace {
 
 using detail::DeviceState;
+using detail::DeviceTimeline;
 using detail::Plugin;
 
 // Real backends in the order `auto` tries them; other non-mock plugins found
@@ -350,7 +351,12 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const OpenOptions& options)
   return std::unique_ptr<Device>(new Device(*std::move(state)));
 }
 
-Device::Device(std::unique_ptr<detail::DeviceState> state) : state_(std::move(state)) {}
+Device::Device(std::unique_ptr<detail::DeviceState> state) : state_(std::move(state)) {
+  DeviceState& s = *state_;
+  const auto* graphs = extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
+  if (graphs != nullptr && graphs->struct_size >= SPARKRT_GRAPH_EXTENSION_SIZE) s.graphs = graphs;
+  s.timeline = std::make_unique<detail::DeviceTimeline>(s);
+}
 
 Device::~Device() {
   if (auto s = close(); !s.ok()) {
@@ -375,6 +381,8 @@ absl::Status Device::close() {
     std::unique_lock<std::mutex> lock(s.calls_mu);
     s.calls_done.wait(lock, [&] { return s.calls_in_flight == 0; });
   }
+  // Device times still to be read need the device.
+  if (s.timeline) s.timeline->close();
   absl::Status first;
   {
     std::unique_lock<std::shared_mutex> lock(s.modules_mu);
@@ -491,6 +499,11 @@ absl::Status Device::free_host(void* ptr) {
 
 namespace {
 
+// The start of stream-ordered work's device span, when there is a timeline.
+DeviceTimeline::Mark time_on_device(DeviceState& s, Stream stream) {
+  return s.timeline ? s.timeline->begin(stream.handle) : DeviceTimeline::Mark{};
+}
+
 absl::Status do_memset(DeviceState& s, DevicePtr dst, uint8_t value, size_t bytes, Stream stream,
                        bool blocking) {
   if (s.closed) return closed_error(s);
@@ -500,7 +513,12 @@ absl::Status do_memset(DeviceState& s, DevicePtr dst, uint8_t value, size_t byte
                                 blocking ? "false" : "true", stream.handle);
   SparkrtMemsetArgs args{SPARKRT_MEMSET_ARGS_SIZE, s.native, dst.addr, value, bytes,
                          stream.handle, blocking ? 1 : 0};
-  if (SparkrtError* e = s.api->memset(&args))
+  const DeviceTimeline::Mark mark = span && !blocking ? time_on_device(s, stream) : DeviceTimeline::Mark{};
+  SparkrtError* const e = s.api->memset(&args);
+  if (mark)
+    s.timeline->end(mark, stream.handle, e == nullptr, "copy", "memset_async",
+                    absl::StrFormat(R"("bytes":%d,"value":%d)", bytes, value));
+  if (e != nullptr)
     return s.plugin->status(e, absl::StrFormat("%s: memset%s(0x%x, %d bytes)", s.plugin->name(),
                                                 blocking ? "" : "_async", dst.addr, bytes));
   return absl::OkStatus();
@@ -520,7 +538,14 @@ absl::Status do_copy(DeviceState& s, SparkrtCopyKind kind, DevicePtr dst_dev, De
                                 stream.handle);
   SparkrtMemcpyArgs args{SPARKRT_MEMCPY_ARGS_SIZE, s.native, kind, dst_dev.addr, src_dev.addr,
                          dst_host, src_host, bytes, stream.handle, blocking ? 1 : 0};
-  if (SparkrtError* e = s.api->memcpy(&args)) {
+  const DeviceTimeline::Mark mark = span && !blocking ? time_on_device(s, stream) : DeviceTimeline::Mark{};
+  SparkrtError* const e = s.api->memcpy(&args);
+  if (mark)
+    s.timeline->end(mark, stream.handle, e == nullptr, "copy",
+                    absl::StrFormat("copy_%s", abi_copy_kind_name(kind)),
+                    absl::StrFormat(R"("bytes":%d,"direction":"%s")", bytes,
+                                    abi_copy_kind_name(kind)));
+  if (e != nullptr) {
     return s.plugin->status(
         e, absl::StrFormat("%s: copy_%s%s(%d bytes, stream %d)", s.plugin->name(),
                            abi_copy_kind_name(kind), blocking ? "" : "_async", bytes,
@@ -587,6 +612,7 @@ absl::Status Device::synchronize(Stream stream) {
   SparkrtStreamArgs args{SPARKRT_STREAM_ARGS_SIZE, s.native, stream.handle};
   if (SparkrtError* e = s.api->stream_synchronize(&args))
     return s.plugin->status(e, absl::StrFormat("%s: synchronize(stream %d)", s.plugin->name(), stream.handle));
+  if (span && s.timeline) s.timeline->write_completed();
   return absl::OkStatus();
 }
 
@@ -622,7 +648,9 @@ absl::Status Device::record_event(Event event, Stream stream) {
   return event_call(*state_, state_->api->event_record, "record_event", event, stream);
 }
 absl::Status Device::synchronize_event(Event event) {
-  return event_call(*state_, state_->api->event_synchronize, "synchronize_event", event, {});
+  absl::Status st = event_call(*state_, state_->api->event_synchronize, "synchronize_event", event, {});
+  if (st.ok() && trace::enabled() && state_->timeline) state_->timeline->write_completed();
+  return st;
 }
 absl::Status Device::wait_event(Stream stream, Event event) {
   return event_call(*state_, state_->api->stream_wait_event, "wait_event", event, stream);
@@ -637,6 +665,103 @@ absl::StatusOr<float> Device::elapsed_ms(Event start, Event end) {
     return s.plugin->status(e, absl::StrFormat("%s: elapsed_ms(event %d, event %d)", s.plugin->name(),
                                                 start.handle, end.handle));
   return args.milliseconds;
+}
+
+// ---- Device: graphs ------------------------------------------------------------------
+
+namespace {
+
+absl::Status no_graphs(const DeviceState& s, const char* what) {
+  return absl::UnimplementedError(absl::StrFormat(
+      "%s: %s: this backend offers no graphs (%s); queue the work directly", s.plugin->name(),
+      what, SPARKRT_GRAPH_EXTENSION_NAME));
+}
+
+// The extension carries its own error helpers (extensions/graph.h).
+absl::Status graph_status(const DeviceState& s, SparkrtError* e, const std::string& context) {
+  if (e == nullptr) return absl::OkStatus();
+  const SparkrtGraphExtension& g = *s.graphs;
+  int32_t code = g.error_code(e);
+  const char* msg = nullptr;
+  size_t size = 0;
+  g.error_message(e, &msg, &size);
+  std::string message = absl::StrFormat("%s: %s: %s", s.plugin->name(), context,
+                                        std::string_view(msg, msg != nullptr ? size : 0));
+  g.error_destroy(e);
+  if (code <= 0 || code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated))
+    code = static_cast<int32_t>(absl::StatusCode::kUnknown);
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+}  // namespace
+
+bool Device::supports_graphs() const { return state_->graphs != nullptr; }
+
+absl::Status Device::begin_capture(Stream stream) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  if (s.graphs == nullptr) return no_graphs(s, "begin_capture");
+  detail::TraceSpan span("graph", "begin_capture");
+  if (span) span.args = absl::StrFormat(R"("stream":%d)", stream.handle);
+  // Device times are not taken on a capturing stream: their events would be
+  // captured into the graph.
+  if (s.timeline) s.timeline->set_capturing(stream.handle, true);
+  SparkrtGraphCaptureArgs args{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, s.native, stream.handle};
+  absl::Status st = graph_status(s, s.graphs->begin_capture(&args),
+                                 absl::StrFormat("begin_capture on stream %d", stream.handle));
+  if (!st.ok() && s.timeline) s.timeline->set_capturing(stream.handle, false);
+  return st;
+}
+
+absl::StatusOr<Graph> Device::end_capture(Stream stream) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  if (s.graphs == nullptr) return no_graphs(s, "end_capture");
+  detail::TraceSpan span("graph", "end_capture");
+  SparkrtGraphEndCaptureArgs args{};
+  args.struct_size = SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE;
+  args.device = s.native;
+  args.stream = stream.handle;
+  absl::Status st = graph_status(s, s.graphs->end_capture(&args),
+                                 absl::StrFormat("end_capture on stream %d", stream.handle));
+  // A failed end also ends the capture (the stream records no more).
+  if (s.timeline) s.timeline->set_capturing(stream.handle, false);
+  if (span)
+    span.args = absl::StrFormat(R"("stream":%d,"graph":%d,"nodes":%d,"failed":%s)", stream.handle,
+                                args.graph, args.num_nodes, st.ok() ? "false" : "true");
+  if (!st.ok()) return st;
+  return Graph{args.graph, args.num_nodes};
+}
+
+absl::Status Device::launch_graph(const Graph& graph, Stream stream) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  if (s.graphs == nullptr) return no_graphs(s, "launch_graph");
+  detail::TraceSpan span("graph", "launch_graph");
+  if (span)
+    span.args = absl::StrFormat(R"("graph":%d,"nodes":%d,"stream":%d)", graph.handle,
+                                graph.num_nodes, stream.handle);
+  const DeviceTimeline::Mark mark = span ? time_on_device(s, stream) : DeviceTimeline::Mark{};
+  SparkrtGraphLaunchArgs args{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, s.native, graph.handle,
+                              stream.handle};
+  SparkrtError* const e = s.graphs->launch(&args);
+  if (mark)
+    s.timeline->end(mark, stream.handle, e == nullptr, "graph", "graph replay",
+                    absl::StrFormat(R"("graph":%d,"nodes":%d)", graph.handle, graph.num_nodes));
+  return graph_status(s, e,
+                      absl::StrFormat("launch_graph(graph %d, stream %d)", graph.handle,
+                                      stream.handle));
+}
+
+absl::Status Device::destroy_graph(const Graph& graph) {
+  DeviceState& s = *state_;
+  if (s.closed) return closed_error(s);
+  if (s.graphs == nullptr) return no_graphs(s, "destroy_graph");
+  detail::TraceSpan span("graph", "destroy_graph");
+  if (span) span.args = absl::StrFormat(R"("graph":%d)", graph.handle);
+  SparkrtGraphDestroyArgs args{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, s.native, graph.handle};
+  return graph_status(s, s.graphs->destroy(&args),
+                      absl::StrFormat("destroy_graph(graph %d)", graph.handle));
 }
 
 const void* Device::extension(std::string_view name) const {

@@ -14,8 +14,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "device_timeline.h"
 #include "plugin.h"
 #include "sparkrt/device.h"
+#include "sparkrt/extensions/graph.h"
 #include "sparkrt/signature.h"
 
 namespace sparkrt::detail {
@@ -121,6 +123,10 @@ class DeviceState {
   int index = 0;
   DeviceProperties properties;
   std::atomic<bool> closed{false};
+  // sparkrt.graph.v1, or null where the plugin has no graphs.
+  const SparkrtGraphExtension* graphs = nullptr;
+  // Device times in traces.
+  std::unique_ptr<DeviceTimeline> timeline;
 
   // Guards the map only: held to find or add a module's slot, never while a
   // module is read, parsed or loaded. Slots live until the state is destroyed,

@@ -103,6 +103,35 @@ absl::Status check_dims(const std::string& entry, const char* what, Dim3 d, Dim3
   return absl::OkStatus();
 }
 
+Dim3 dim3_of(const uint32_t (&v)[3]) { return Dim3{v[0], v[1], v[2]}; }
+
+// The plugin's refusal of a launch, with what it was asked.
+[[gnu::cold]] absl::Status launch_error(const detail::KernelRecord& k, detail::DeviceState& s,
+                                        SparkrtError* e, const SparkrtLaunchArgs& a) {
+  return s.plugin->status(
+      e, absl::StrFormat("%s: launch %s.%s grid %s block %s shared %d stream %d", s.plugin->name(),
+                         k.module, k.signature.entry, dims(dim3_of(a.grid)),
+                         dims(dim3_of(a.block)), a.shared_memory_bytes, a.stream));
+}
+
+// A launch while tracing: its host span, and its device span where the
+// device keeps a timeline.
+[[gnu::cold]] absl::Status traced_launch(const detail::KernelRecord& k, detail::DeviceState& s,
+                                         SparkrtLaunchArgs& args, double trace_start) {
+  const detail::DeviceTimeline::Mark mark =
+      s.timeline ? s.timeline->begin(args.stream) : detail::DeviceTimeline::Mark{};
+  SparkrtError* const e = s.api->launch(&args);
+  detail::trace_launch(k.module, k.signature.entry, args, e != nullptr, trace_start);
+  if (mark)
+    s.timeline->end(mark, args.stream, e == nullptr, "launch", k.signature.entry,
+                    absl::StrFormat(R"("module":%s,"grid":[%d,%d,%d],"block":[%d,%d,%d],"flags":%d)",
+                                    detail::json_string(k.module), args.grid[0], args.grid[1],
+                                    args.grid[2], args.block[0], args.block[1], args.block[2],
+                                    args.flags));
+  if (e != nullptr) return launch_error(k, s, e, args);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::unique_ptr<detail::KernelRecord> detail::make_kernel_record(const DeviceState* owner,
@@ -328,13 +357,9 @@ absl::Status KernelLaunch::launch(Stream stream) const {
   args.cluster[0] = cluster_.x;
   args.cluster[1] = cluster_.y;
   args.cluster[2] = cluster_.z;
-  SparkrtError* const e = s.api->launch(&args);
-  if (traced) detail::trace_launch(k.module, sig.entry, args, e != nullptr, trace_start);
-  if (e != nullptr)
-    return s.plugin->status(
-        e, absl::StrFormat("%s: launch %s.%s grid %s block %s shared %d stream %d", s.plugin->name(),
-                           k.module, sig.entry, dims(grid_), dims(block_), shared_mem_,
-                           stream.handle));
+  if (traced) [[unlikely]]
+    return traced_launch(k, s, args, trace_start);
+  if (SparkrtError* e = s.api->launch(&args)) return launch_error(k, s, e, args);
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <ratio>
 #include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "trace_span.h"
@@ -67,18 +68,48 @@ class Tracer {
   }
 
   absl::Status stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fd_ < 0 || stopping_) return absl::FailedPreconditionError("trace: no trace is running");
+      stopping_ = true;
+      trace::detail::g_enabled.store(false, std::memory_order_relaxed);
+    }
+    // Device work still in flight is waited for and written before the end.
+    {
+      std::lock_guard<std::mutex> lock(sources_mu_);
+      for (detail::TraceSource* source : sources_) source->flush_to_trace();
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (fd_ < 0) return absl::FailedPreconditionError("trace: no trace is running");
-    trace::detail::g_enabled.store(false, std::memory_order_relaxed);
     buffer_ += "\n]}\n";
     write_buffer();
     if (::close(fd_) != 0 && error_.ok()) error_ = write_error(errno);
     fd_ = -1;
+    stopping_ = false;
     absl::Status result = error_;
     path_.clear();
     buffer_.clear();
     buffer_.shrink_to_fit();
     return result;
+  }
+
+  void add_source(detail::TraceSource* source) {
+    std::lock_guard<std::mutex> lock(sources_mu_);
+    sources_.push_back(source);
+  }
+  void remove_source(detail::TraceSource* source) {
+    std::lock_guard<std::mutex> lock(sources_mu_);
+    std::erase(sources_, source);
+  }
+
+  uint64_t generation() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fd_ >= 0 ? generation_ : 0;
+  }
+
+  // Appends `json` if the trace `generation` is still being written.
+  void append(uint64_t generation, std::string_view json) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ >= 0 && generation == generation_) append_event(json);
   }
 
   std::string path() {
@@ -155,11 +186,15 @@ class Tracer {
   std::string path_;
   std::string buffer_;
   bool first_event_ = true;
-  uint64_t generation_ = 0;
+  bool stopping_ = false;  // stop() is flushing the sources
+  uint64_t generation_ = 0;  // counts start()s: 0 is never a trace
   absl::Status error_;
   // steady_clock ticks (nanoseconds) at start(); atomic: threads read it
   // without the mutex, as soon as they see the trace enabled.
   std::atomic<int64_t> epoch_ns_{0};
+  // Taken before mu_, never after: a source's flush appends under mu_.
+  std::mutex sources_mu_;
+  std::vector<detail::TraceSource*> sources_;
 };
 
 // Never destroyed: threads and static destructors may still record while the
@@ -194,6 +229,15 @@ void trace_span(const char* category, std::string_view name, double start_us,
                 std::string_view args_json) {
   tracer().span(category, name, start_us, args_json);
 }
+
+uint64_t trace_generation() { return tracer().generation(); }
+
+void trace_append(uint64_t generation, std::string_view event_json) {
+  tracer().append(generation, event_json);
+}
+
+void add_trace_source(TraceSource* source) { tracer().add_source(source); }
+void remove_trace_source(TraceSource* source) { tracer().remove_source(source); }
 
 void trace_launch(const std::string& module, const std::string& entry,
                   const SparkrtLaunchArgs& args, bool failed, double start_us) {

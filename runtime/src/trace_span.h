@@ -2,6 +2,7 @@
 #ifndef SPARKRT_RUNTIME_TRACE_SPAN_H_
 #define SPARKRT_RUNTIME_TRACE_SPAN_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,26 @@ void trace_span(const char* category, std::string_view name, double start_us,
 // plugin was given. Out of line: the launch path only tests trace::enabled().
 [[gnu::cold]] void trace_launch(const std::string& module, const std::string& entry,
                                 const SparkrtLaunchArgs& args, bool failed, double start_us);
+
+// The running trace's number (each start() takes a new one); 0 when none is.
+uint64_t trace_generation();
+
+// Appends one event, formatted by the caller, to trace `generation`; dropped
+// when that trace has ended.
+void trace_append(uint64_t generation, std::string_view event_json);
+
+// Something that holds events the trace cannot write yet (device work still
+// in flight). stop() calls flush_to_trace() on every registered source, with
+// tracing already off, and writes the trace's end only after them.
+class TraceSource {
+ public:
+  virtual void flush_to_trace() = 0;
+
+ protected:
+  ~TraceSource() = default;
+};
+void add_trace_source(TraceSource* source);
+void remove_trace_source(TraceSource* source);  // waits for a flush under way
 
 // `text` as a JSON string literal, quotes included.
 std::string json_string(std::string_view text);

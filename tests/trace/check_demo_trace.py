@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs `sparkrt demo --trace` on the backend SPARKRT_BACKEND names, checks the
-trace it writes (every op of the decode step launched, with its grid and block;
-well-formed spans; named thread tracks), then renders it with tools/trace_png.py
-and checks the PNG.
+trace it writes (every op of the decode step launched, with its grid and block,
+and run on the device, with its device duration on its stream's track;
+well-formed spans; named tracks), then renders it with tools/trace_png.py and
+checks the PNG. Exits 77 (skipped) when the backend has no usable device here.
 
     check_demo_trace.py SPARKRT_BINARY TRACE_PNG_TOOL WORK_DIR
 """
@@ -20,6 +21,7 @@ DECODE_OPS = {
     "reshape_and_cache_flash_v_only": "V cache write",
 }
 ATTENTION_PREFIX = "paged_decode_attn_"
+HOST_PID = 1
 
 
 def fail(message):
@@ -34,7 +36,26 @@ def check_dims(span, key):
         fail("%s launch: %s is %r, not three positive integers" % (span["name"], key, dims))
 
 
-def check_trace(path):
+def check_device_spans(spans, launches, real_clock):
+    """Each host launch has its device span, in the same order, on a device
+    track; on a real clock the device ran it after the host queued it."""
+    device = [e for e in spans if e["cat"] == "launch" and e["pid"] != HOST_PID]
+    for entry in sorted({e["name"] for e in launches}):
+        host = sorted((e for e in launches if e["name"] == entry), key=lambda e: e["ts"])
+        ran = [e for e in device if e["name"] == entry]
+        if len(ran) != len(host):
+            fail("%s: %d launches but %d device spans" % (entry, len(host), len(ran)))
+        for queued, run in zip(host, ran):
+            if run["args"].get("grid") != queued["args"]["grid"]:
+                fail("%s: device span %r for launch %r" % (entry, run, queued))
+            if real_clock and run["ts"] + 0.002 < queued["ts"]:
+                fail("%s: ran on the device at %.3f, before it was queued at %.3f" %
+                     (entry, run["ts"], queued["ts"]))
+    if not any(e["dur"] > 0 for e in device):
+        fail("every device span lasts 0 us")
+
+
+def check_trace(path, real_clock):
     with open(path, encoding="utf-8") as f:
         trace = json.load(f)
     events = trace["traceEvents"]
@@ -48,12 +69,15 @@ def check_trace(path):
         if not (isinstance(e["ts"], (int, float)) and e["ts"] >= 0 and e["dur"] >= 0):
             fail("span with a bad time: %r" % e)
 
-    # On each track, spans nest or follow each other: never a partial overlap.
+    # On each host track, spans nest or follow each other: never a partial
+    # overlap. (Device work may overlap: a dependent launch starts early.)
     tracks = {}
     for e in spans:
-        tracks.setdefault(e["tid"], []).append(e)
+        tracks.setdefault((e["pid"], e["tid"]), []).append(e)
     slack = 0.002  # the microsecond values carry three decimals
-    for tid, track in tracks.items():
+    for (pid, tid), track in tracks.items():
+        if pid != HOST_PID:
+            continue
         open_ends = []
         for e in sorted(track, key=lambda s: (s["ts"], -s["dur"])):
             while open_ends and open_ends[-1] <= e["ts"] + slack:
@@ -63,11 +87,15 @@ def check_trace(path):
                      (tid, e["name"], e["ts"], open_ends[-1]))
             open_ends.append(e["ts"] + e["dur"])
 
-    named = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    named = {(e["pid"], e["tid"]) for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
     if not set(tracks) <= named:
         fail("tracks without a thread_name: %s" % sorted(set(tracks) - named))
+    for e in events:
+        if e["ph"] == "i":
+            fail("the trace says: %s: %r" % (e["name"], e.get("args")))
 
-    launches = [e for e in spans if e["cat"] == "launch"]
+    launches = [e for e in spans if e["cat"] == "launch" and e["pid"] == HOST_PID]
     for e in launches:
         check_dims(e, "grid")
         check_dims(e, "block")
@@ -79,10 +107,11 @@ def check_trace(path):
             fail("no launch of %s (%s); launched: %s" % (entry, what, sorted(names)))
     if not any(n.startswith(ATTENTION_PREFIX) for n in names):
         fail("no %s* launch; launched: %s" % (ATTENTION_PREFIX, sorted(names)))
+    check_device_spans(spans, launches, real_clock)
     loads = [e for e in spans if e["name"] == "module_load"]
     if not loads or not all(e["args"].get("origin") for e in loads):
         fail("module loads without their origin: %r" % loads)
-    print("trace: %d spans on %d tracks, %d launches of %s" %
+    print("trace: %d spans on %d tracks, %d launches of %s, each with its device span" %
           (len(spans), len(tracks), len(launches), ", ".join(sorted(names))))
 
 
@@ -125,13 +154,19 @@ def main():
     for stale in (trace, png):
         if os.path.exists(stale):
             os.remove(stale)
+    if backend in ("cuda", "vulkan"):
+        probe = subprocess.run([sparkrt, "info"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            print("SKIPPED: no usable %s device here: %s" % (backend, probe.stderr.strip()[-300:]))
+            sys.exit(77)
     run = subprocess.run([sparkrt, "demo", "--trace", trace], capture_output=True, text=True)
     sys.stdout.write(run.stdout[-2000:])
     if run.returncode != 0:
         fail("sparkrt demo exited with %d: %s" % (run.returncode, run.stderr))
     if "trace: the decode step written to " + trace not in run.stdout:
         fail("the demo did not say where the trace went")
-    check_trace(trace)
+    # The mock's clock is fake: one microsecond per operation.
+    check_trace(trace, real_clock=backend != "mock")
     run = subprocess.run([sys.executable, png_tool, trace, png, "--width", "1200"],
                          capture_output=True, text=True)
     if run.returncode != 0:

@@ -7,6 +7,7 @@
 
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ namespace tracetest {
 struct TraceEvent {
   std::string ph, name, cat;
   double ts = 0, dur = 0;
-  int tid = -1;
+  int pid = -1;  // 1: the host; others: a device, with a track per stream
+  uint64_t tid = 0;
   boost::property_tree::ptree args;
 
   std::string arg(const std::string& key) const { return args.get<std::string>(key, ""); }
@@ -43,19 +45,29 @@ inline std::vector<TraceEvent> read_trace(const std::string& path) {
     t.cat = e.get<std::string>("cat", "");
     t.ts = e.get<double>("ts", 0);
     t.dur = e.get<double>("dur", 0);
-    t.tid = e.get<int>("tid");
+    t.pid = e.get<int>("pid");
+    t.tid = e.get<uint64_t>("tid");
     if (auto a = e.get_child_optional("args")) t.args = *a;
     events.push_back(std::move(t));
   }
   return events;
 }
 
-// The complete events named `name`.
+// The host's complete events named `name`.
 inline std::vector<TraceEvent> spans(const std::vector<TraceEvent>& events,
                                      const std::string& name) {
   std::vector<TraceEvent> out;
   for (const auto& e : events)
-    if (e.ph == "X" && e.name == name) out.push_back(e);
+    if (e.ph == "X" && e.pid == 1 && e.name == name) out.push_back(e);
+  return out;
+}
+
+// The devices' complete events named `name`, in the order written.
+inline std::vector<TraceEvent> device_spans(const std::vector<TraceEvent>& events,
+                                            const std::string& name) {
+  std::vector<TraceEvent> out;
+  for (const auto& e : events)
+    if (e.ph == "X" && e.pid != 1 && e.name == name) out.push_back(e);
   return out;
 }
 

@@ -156,13 +156,183 @@ TEST_CASE("trace: a trace on the mock holds every call made, with its arguments"
   CHECK(spans(events, "device_close").size() == 1);
 
   // In call order on the one thread that made them.
-  std::set<int> tids;
+  std::set<uint64_t> tids;
   for (const TraceEvent& e : events)
-    if (e.ph == "X") tids.insert(e.tid);
+    if (e.ph == "X" && e.pid == 1) tids.insert(e.tid);
   CHECK(tids.size() == 1);
   CHECK(copies[0].ts < memset[0].ts);
   CHECK(memset[0].ts < launch[0].ts);
   CHECK(launch[0].ts < async_copies[0].ts);
+}
+
+// The metadata event `name` ("thread_name", "process_name") of (pid, tid).
+std::string track_name(const std::vector<TraceEvent>& events, const char* name, int pid,
+                       uint64_t tid) {
+  for (const TraceEvent& e : events)
+    if (e.ph == "M" && e.name == name && e.pid == pid && e.tid == tid) return e.arg("name");
+  return "";
+}
+
+TEST_CASE("trace: stream work has device spans on a track per stream, in the device's time") {
+  TempFile file("device.json");
+  REQUIRE_OK(sparkrt::trace::start(file.path));
+  auto dev = open_mock();
+  auto k = dev->kernel("mock_kinds", "no_params");
+  REQUIRE_OK(k.status());
+  auto buf = dev->alloc(4096);
+  REQUIRE_OK(buf.status());
+  auto stream = dev->create_stream();
+  REQUIRE_OK(stream.status());
+  std::vector<uint8_t> host(1000, 0x5a);
+  REQUIRE_OK(dev->copy_h2d(host.data(), *buf, 1000));  // blocking: a host span only
+  REQUIRE_OK(dev->memset_async(*buf, 7, 300, *stream));
+  REQUIRE_OK(KernelLaunch(*dev, *k).grid({3, 2, 1}).block({64, 4}).launch(*stream));
+  REQUIRE_OK(KernelLaunch(*dev, *k).grid({1}).block({32}).launch());
+  REQUIRE_OK(dev->copy_d2h_async(*buf, host.data(), 640, *stream));
+  // No synchronize: stop() reads back what is still outstanding.
+  REQUIRE_OK(sparkrt::trace::stop());
+  REQUIRE_OK(dev->close());
+
+  const std::vector<TraceEvent> events = read_trace(file.path);
+  INFO(read_file(file.path));
+  const auto memset = tracetest::device_spans(events, "memset_async");
+  const auto launches = tracetest::device_spans(events, "no_params");
+  const auto copy = tracetest::device_spans(events, "copy_d2h");
+  REQUIRE(memset.size() == 1);
+  REQUIRE(launches.size() == 2);
+  REQUIRE(copy.size() == 1);
+  CHECK(tracetest::device_spans(events, "copy_h2d").empty());
+  const int pid = memset[0].pid;
+  CHECK(pid > 1);
+  CHECK(track_name(events, "process_name", pid, 0) == "mock device 0: sparkrt mock device");
+  const std::string on_stream = "mock 0 stream " + std::to_string(stream->handle);
+  for (const TraceEvent* e : {&memset[0], &launches[0], &copy[0]}) {
+    CAPTURE(e->name);
+    CHECK(e->pid == pid);
+    CHECK(e->tid == stream->handle);
+    CHECK(track_name(events, "thread_name", pid, e->tid) == on_stream);
+  }
+  CHECK(launches[1].tid == 0);
+  CHECK(track_name(events, "thread_name", pid, 0) == "mock 0 stream 0 (default)");
+  CHECK(memset[0].arg("bytes") == "300");
+  CHECK(launches[0].arg("module") == "mock_kinds");
+  CHECK(launches[0].list("grid") == "3,2,1");
+  CHECK(copy[0].arg("direction") == "d2h");
+  // The mock's clock advances one microsecond per operation: each span is
+  // 1 us long and follows the one queued before it.
+  for (const TraceEvent* e : {&memset[0], &launches[0], &launches[1], &copy[0]}) {
+    CAPTURE(e->name);
+    CHECK(e->dur == doctest::Approx(1.0).epsilon(1e-6));
+  }
+  CHECK(launches[0].ts - memset[0].ts == doctest::Approx(1.0).epsilon(1e-3));
+  CHECK(launches[1].ts - launches[0].ts == doctest::Approx(1.0).epsilon(1e-3));
+  CHECK(copy[0].ts - launches[1].ts == doctest::Approx(1.0).epsilon(1e-3));
+  // The host queued each operation before the device could run it.
+  const auto host_memset = spans(events, "memset_async");
+  REQUIRE(host_memset.size() == 1);
+  CHECK(memset[0].ts >= host_memset[0].ts);
+}
+
+TEST_CASE("trace: more operations than the device track holds at once are all written") {
+  TempFile file("many.json");
+  auto dev = open_mock();
+  auto mock = sparkrt::testing::MockInspector::attach(*dev);
+  REQUIRE_OK(mock.status());
+  REQUIRE_OK(mock->set_recording(false));
+  auto k = dev->kernel("mock_kinds", "no_params");
+  REQUIRE_OK(k.status());
+  REQUIRE_OK(sparkrt::trace::start(file.path));
+  constexpr int kLaunches = 3000;  // well past the outstanding operations kept
+  for (int i = 0; i < kLaunches; ++i)
+    REQUIRE_OK(KernelLaunch(*dev, *k).grid({1}).block({32}).launch());
+  REQUIRE_OK(dev->synchronize());
+  // Events are recycled: at most the outstanding operations' pairs and the anchor.
+  CHECK(mock->counters().events_created <= 2 * 1024 + 1);
+  REQUIRE_OK(dev->close());  // writes what the synchronize left
+  REQUIRE_OK(sparkrt::trace::stop());
+  const auto launches = tracetest::device_spans(read_trace(file.path), "no_params");
+  REQUIRE(launches.size() == kLaunches);
+  for (size_t i = 1; i < launches.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(launches[i].ts > launches[i - 1].ts);
+  }
+}
+
+TEST_CASE("trace: graph capture and replay, with the replay's device span") {
+  TempFile file("graph.json");
+  auto dev = open_mock();
+  REQUIRE(dev->supports_graphs());
+  auto k = dev->kernel("mock_kinds", "no_params");
+  REQUIRE_OK(k.status());
+  auto stream = dev->create_stream();
+  REQUIRE_OK(stream.status());
+  REQUIRE_OK(sparkrt::trace::start(file.path));
+  REQUIRE_OK(dev->begin_capture(*stream));
+  for (int i = 0; i < 3; ++i)
+    REQUIRE_OK(KernelLaunch(*dev, *k).grid({1}).block({32}).launch(*stream));
+  auto graph = dev->end_capture(*stream);
+  REQUIRE_OK(graph.status());
+  CHECK(graph->num_nodes == 3);
+  REQUIRE_OK(dev->launch_graph(*graph, *stream));
+  REQUIRE_OK(dev->launch_graph(*graph));
+  REQUIRE_OK(dev->synchronize(*stream));
+  REQUIRE_OK(dev->synchronize());
+  REQUIRE_OK(dev->destroy_graph(*graph));
+  REQUIRE_OK(sparkrt::trace::stop());
+  CHECK(dev->launch_graph(*graph).code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE_OK(dev->close());
+
+  const std::vector<TraceEvent> events = read_trace(file.path);
+  INFO(read_file(file.path));
+  const auto begin = spans(events, "begin_capture");
+  REQUIRE(begin.size() == 1);
+  CHECK(begin[0].cat == "graph");
+  CHECK(begin[0].arg("stream") == std::to_string(stream->handle));
+  const auto end = spans(events, "end_capture");
+  REQUIRE(end.size() == 1);
+  CHECK(end[0].arg("nodes") == "3");
+  CHECK(end[0].arg("graph") == std::to_string(graph->handle));
+  CHECK(spans(events, "no_params").size() == 3);  // the captured launches, on the host
+  // Captured launches do not run, so they have no device span; each replay does.
+  CHECK(tracetest::device_spans(events, "no_params").empty());
+  const auto replays = spans(events, "launch_graph");
+  REQUIRE(replays.size() == 2);
+  CHECK(replays[0].arg("nodes") == "3");
+  const auto device_replays = tracetest::device_spans(events, "graph replay");
+  REQUIRE(device_replays.size() == 2);
+  CHECK(device_replays[0].tid == stream->handle);
+  CHECK(device_replays[1].tid == 0);
+  CHECK(device_replays[0].arg("nodes") == "3");
+  CHECK(spans(events, "destroy_graph").size() == 1);
+}
+
+TEST_CASE("trace: a device without event timing says so in the trace, and still runs") {
+  TempFile file("untimed.json");
+  const std::string path = std::string(SPARKRT_TEST_PLUGIN_DIR) + "/libsparkrt_backend_oldabi.so";
+  ::setenv("SPARKRT_KERNEL_PATH", SPARKRT_TEST_DATA_DIR "/kernels", 1);
+  REQUIRE_OK(sparkrt::trace::start(file.path));
+  auto dev = Device::open({.backend = path});
+  REQUIRE_OK(dev.status());
+  auto k = (*dev)->kernel("mock_kinds", "no_params");
+  REQUIRE_OK(k.status());
+  for (int i = 0; i < 2; ++i)
+    REQUIRE_OK(KernelLaunch(**dev, *k).grid({1}).block({32}).launch());
+  REQUIRE_OK((*dev)->close());
+  REQUIRE_OK(sparkrt::trace::stop());
+
+  const std::vector<TraceEvent> events = read_trace(file.path);
+  INFO(read_file(file.path));
+  CHECK(spans(events, "no_params").size() == 2);
+  CHECK(tracetest::device_spans(events, "no_params").empty());
+  int said = 0;
+  for (const TraceEvent& e : events) {
+    if (e.ph != "i") continue;
+    CHECK(e.name == "device timing unavailable");
+    CHECK(e.pid > 1);
+    CHECK(sparkrt::testing::contains(absl::UnknownError(e.arg("reason")), "oldabi"));
+    ++said;
+  }
+  CHECK(said == 1);  // once, not per launch
 }
 
 TEST_CASE("trace: each thread gets a track of its own, named in the metadata") {
@@ -188,9 +358,10 @@ TEST_CASE("trace: each thread gets a track of its own, named in the metadata") {
   REQUIRE_OK(dev->close());
 
   const std::vector<TraceEvent> events = read_trace(file.path);
-  std::map<int, int> copies_per_tid;
-  std::map<int, std::string> names;
+  std::map<uint64_t, int> copies_per_tid;
+  std::map<uint64_t, std::string> names;
   for (const TraceEvent& e : events) {
+    if (e.pid != 1) continue;  // device tracks
     if (e.ph == "X" && e.name == "copy") ++copies_per_tid[e.tid];
     if (e.ph == "M" && e.name == "thread_name") names[e.tid] = e.arg("name");
   }

@@ -163,6 +163,17 @@ class Device {
   absl::Status wait_event(Stream stream, Event event);
   absl::StatusOr<float> elapsed_ms(Event start, Event end);
 
+  // Graphs: the work queued on a created stream between begin_capture and
+  // end_capture is recorded, not run; launch_graph replays it with one call,
+  // the same pointers and values each time. sparkrt/extensions/graph.h states
+  // the rules (no blocking calls while capturing, stream 0 cannot capture).
+  // UNIMPLEMENTED where the backend has no graphs (supports_graphs()).
+  bool supports_graphs() const;
+  absl::Status begin_capture(Stream stream);
+  absl::StatusOr<Graph> end_capture(Stream stream);
+  absl::Status launch_graph(const Graph& graph, Stream stream = {});
+  absl::Status destroy_graph(const Graph& graph);
+
   // The plugin's named extension table (plugin_api.h), or nullptr.
   const void* extension(std::string_view name) const;
   template <typename Table>

@@ -39,6 +39,14 @@ struct Event {
   constexpr auto operator<=>(const Event&) const = default;
 };
 
+// A captured graph (Device::end_capture): its handle and how many operations
+// it replays.
+struct Graph {
+  uint64_t handle = 0;
+  uint64_t num_nodes = 0;
+  constexpr auto operator<=>(const Graph&) const = default;
+};
+
 // Grid or block extent. Brace-initialises from {x}, {x, y} or {x, y, z}.
 struct Dim3 {
   uint32_t x = 1, y = 1, z = 1;
