@@ -131,7 +131,8 @@ CFixture& c_fixture() {
 
 void c_launch_loop(benchmark::State& state) {
   CFixture& f = c_fixture();
-  const sparkrt_launch_config config{SPARKRT_C_LAUNCH_CONFIG_SIZE, {1, 1, 1}, {32, 1, 1}, 0, 0};
+  const sparkrt_launch_config config{SPARKRT_C_LAUNCH_CONFIG_SIZE, {1, 1, 1}, {32, 1, 1}, 0, 0, 0,
+                                     {0, 0, 0}};
   const uint64_t before = g_allocations.load();
   for (auto _ : state) {
     // Built per launch, as the C++ loop builds its KernelLaunch.

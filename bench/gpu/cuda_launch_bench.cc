@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
   SparkrtStream c_stream = 0;
   c_ok(sparkrt_stream_create(c_dev, &c_stream), "sparkrt_stream_create");
   const sparkrt_launch_config c_config{SPARKRT_C_LAUNCH_CONFIG_SIZE, {1, 1, 1}, {32, 1, 1}, 0,
-                                       c_stream};
+                                       c_stream, 0, {0, 0, 0}};
   const sparkrt_arg c_args[] = {sparkrt_arg_ptr(p0.addr), sparkrt_arg_ptr(p1.addr),
                                 sparkrt_arg_ptr(p2.addr), sparkrt_arg_ptr(p3.addr),
                                 sparkrt_arg_u32(a),       sparkrt_arg_u32(b),

@@ -16,6 +16,7 @@ using sparkrt::ArgKind;
 using sparkrt::Device;
 using sparkrt::DevicePtr;
 using sparkrt::Event;
+using sparkrt::Graph;
 using sparkrt::KernelLaunch;
 using sparkrt::Stream;
 using sparkrt::capi::check_in_struct;
@@ -39,29 +40,6 @@ absl::Status put(T* out, const absl::StatusOr<T>& value) {
   if (!value.ok()) return value.status();
   *out = *value;
   return absl::OkStatus();
-}
-
-// sparkrt.graph.v1 of the device, or UNIMPLEMENTED naming the backend.
-absl::StatusOr<const SparkrtGraphExtension*> graph_table(const Device& d, const char* function) {
-  const auto* g = d.extension_as<SparkrtGraphExtension>(SPARKRT_GRAPH_EXTENSION_NAME);
-  if (g == nullptr || g->struct_size < SPARKRT_GRAPH_EXTENSION_SIZE)
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s: backend %s offers no graphs (%s); queue the work directly", function,
-        d.backend_name(), SPARKRT_GRAPH_EXTENSION_NAME));
-  return g;
-}
-
-absl::Status graph_status(const SparkrtGraphExtension* g, SparkrtError* e, std::string context) {
-  if (e == nullptr) return absl::OkStatus();
-  int32_t code = g->error_code(e);
-  const char* msg = nullptr;
-  size_t size = 0;
-  g->error_message(e, &msg, &size);
-  std::string message = absl::StrFormat("%s: %s", context, std::string_view(msg, msg ? size : 0));
-  g->error_destroy(e);
-  if (code <= 0 || code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated))
-    code = static_cast<int32_t>(absl::StatusCode::kUnknown);
-  return absl::Status(static_cast<absl::StatusCode>(code), message);
 }
 
 sparkrt_param_type param_type_of(sparkrt::ParamType t) {
@@ -188,8 +166,11 @@ sparkrt_status* sparkrt_device_properties_get(const sparkrt_device* device,
     full.accepts_spirv = p.accepts_spirv;
     full.accepts_signatures = p.accepts_signatures;
     full.emulated = p.emulated;
-    full.has_graphs = d.extension(SPARKRT_GRAPH_EXTENSION_NAME) != nullptr;
+    full.has_graphs = d.supports_graphs();
     full.has_collectives = d.extension(SPARKRT_COLLECTIVES_EXTENSION_NAME) != nullptr;
+    full.supports_dependent_launch = p.supports_dependent_launch;
+    full.supports_clusters = p.supports_clusters;
+    full.max_cluster_size = p.max_cluster_size;
     return fill_out_struct(fn, "sparkrt_device_properties", out, full,
                            SPARKRT_STRUCT_SIZE(sparkrt_device_properties, backend));
   });
@@ -445,15 +426,37 @@ sparkrt_status* sparkrt_kernel_param(const sparkrt_kernel* kernel, uint32_t inde
 
 namespace {
 
+constexpr uint32_t kKnownLaunchFlags = SPARKRT_LAUNCH_DEPENDENT;
+
+// The config's geometry and attributes onto `l`. A caller's struct_size that
+// stops short of an attribute leaves it off (an older caller has none).
+absl::Status configure(KernelLaunch& l, const sparkrt_kernel* kernel,
+                       const sparkrt_launch_config* config) {
+  l.grid({config->grid[0], config->grid[1], config->grid[2]})
+      .block({config->block[0], config->block[1], config->block[2]})
+      .shared_mem(config->shared_mem_bytes);
+  const size_t size = config->struct_size;
+  if (size >= SPARKRT_STRUCT_SIZE(sparkrt_launch_config, flags)) {
+    const uint32_t flags = config->flags;
+    if ((flags & ~kKnownLaunchFlags) != 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: sparkrt_launch_config.flags 0x%x has unknown bits 0x%x; the only flag is "
+          "SPARKRT_LAUNCH_DEPENDENT (0x%x)",
+          kernel->kernel.entry(), flags, flags & ~kKnownLaunchFlags, kKnownLaunchFlags));
+    if ((flags & SPARKRT_LAUNCH_DEPENDENT) != 0) l.dependent_launch();
+  }
+  if (size >= SPARKRT_C_LAUNCH_CONFIG_SIZE)
+    l.cluster({config->cluster[0], config->cluster[1], config->cluster[2]});
+  return absl::OkStatus();
+}
+
 // Packs each argument through KernelLaunch, as C++ does, then launches; the
 // first list of scalars that passes the check becomes the kernel's cached
 // layout.
 sparkrt_status* launch_packed(sparkrt_kernel* kernel, const sparkrt_launch_config* config,
                               const sparkrt_arg* args, uint32_t num_args) {
   KernelLaunch l(*kernel->device, kernel->kernel);
-  l.grid({config->grid[0], config->grid[1], config->grid[2]})
-      .block({config->block[0], config->block[1], config->block[2]})
-      .shared_mem(config->shared_mem_bytes);
+  if (absl::Status s = configure(l, kernel, config); !s.ok()) return to_c(s);
   bool scalars_only = true;
   for (uint32_t i = 0; i < num_args; ++i) {
     const sparkrt_arg& a = args[i];
@@ -497,18 +500,16 @@ sparkrt_status* sparkrt_launch(sparkrt_kernel* kernel, const sparkrt_launch_conf
   SPARKRT_C_REQUIRE(kernel);
   SPARKRT_C_REQUIRE(config);
   if (num_args != 0) SPARKRT_C_REQUIRE(args);
-  if (config->struct_size < SPARKRT_C_LAUNCH_CONFIG_SIZE)
+  if (config->struct_size < SPARKRT_C_LAUNCH_CONFIG_SIZE_1_0)
     return to_c(check_in_struct(__func__, "sparkrt_launch_config", config->struct_size,
-                                SPARKRT_C_LAUNCH_CONFIG_SIZE));
+                                SPARKRT_C_LAUNCH_CONFIG_SIZE_1_0));
   try {
     const KernelLaunch::CheckedLayout& layout = kernel->layout;
     if (kernel->layout_state.load(std::memory_order_acquire) != 2 || num_args != layout.num_args)
       return launch_packed(kernel, config, args, num_args);
     // The same kinds as the cached layout: each value straight into place.
     KernelLaunch l(*kernel->device, kernel->kernel);
-    l.grid({config->grid[0], config->grid[1], config->grid[2]})
-        .block({config->block[0], config->block[1], config->block[2]})
-        .shared_mem(config->shared_mem_bytes);
+    if (absl::Status s = configure(l, kernel, config); !s.ok()) return to_c(s);
     std::byte* params = l.use_layout(layout);
     // A scalar is 4 or 8 bytes, little-endian at the start of the union.
     // Eight bytes are copied either way: a 4-byte scalar's other four land on
@@ -529,32 +530,18 @@ sparkrt_status* sparkrt_launch(sparkrt_kernel* kernel, const sparkrt_launch_conf
 
 sparkrt_status* sparkrt_graph_begin_capture(sparkrt_device* device, SparkrtStream stream) {
   SPARKRT_C_REQUIRE(device);
-  return guarded(__func__, [&](const char* fn) -> absl::Status {
-    auto g = graph_table(dev(device), fn);
-    if (!g.ok()) return g.status();
-    SparkrtGraphCaptureArgs a{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, dev(device).native_handle(), stream};
-    return graph_status(*g, (*g)->begin_capture(&a),
-                        absl::StrFormat("graph begin_capture on stream %d", stream));
-  });
+  return guarded(__func__, [&](const char*) { return dev(device).begin_capture(Stream{stream}); });
 }
 
 sparkrt_status* sparkrt_graph_end_capture(sparkrt_device* device, SparkrtStream stream,
                                           SparkrtGraph* graph, uint64_t* num_nodes) {
   SPARKRT_C_REQUIRE(device);
   SPARKRT_C_REQUIRE(graph);
-  return guarded(__func__, [&](const char* fn) -> absl::Status {
-    auto g = graph_table(dev(device), fn);
+  return guarded(__func__, [&](const char*) -> absl::Status {
+    auto g = dev(device).end_capture(Stream{stream});
     if (!g.ok()) return g.status();
-    SparkrtGraphEndCaptureArgs a{};
-    a.struct_size = SPARKRT_GRAPH_END_CAPTURE_ARGS_SIZE;
-    a.device = dev(device).native_handle();
-    a.stream = stream;
-    if (auto s = graph_status(*g, (*g)->end_capture(&a),
-                              absl::StrFormat("graph end_capture on stream %d", stream));
-        !s.ok())
-      return s;
-    *graph = a.graph;
-    if (num_nodes != nullptr) *num_nodes = a.num_nodes;
+    *graph = g->handle;
+    if (num_nodes != nullptr) *num_nodes = g->num_nodes;
     return absl::OkStatus();
   });
 }
@@ -562,24 +549,14 @@ sparkrt_status* sparkrt_graph_end_capture(sparkrt_device* device, SparkrtStream 
 sparkrt_status* sparkrt_graph_launch(sparkrt_device* device, SparkrtGraph graph,
                                      SparkrtStream stream) {
   SPARKRT_C_REQUIRE(device);
-  return guarded(__func__, [&](const char* fn) -> absl::Status {
-    auto g = graph_table(dev(device), fn);
-    if (!g.ok()) return g.status();
-    SparkrtGraphLaunchArgs a{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, dev(device).native_handle(), graph,
-                             stream};
-    return graph_status(*g, (*g)->launch(&a),
-                        absl::StrFormat("graph launch of %d on stream %d", graph, stream));
+  return guarded(__func__, [&](const char*) {
+    return dev(device).launch_graph(Graph{graph, 0}, Stream{stream});
   });
 }
 
 sparkrt_status* sparkrt_graph_destroy(sparkrt_device* device, SparkrtGraph graph) {
   SPARKRT_C_REQUIRE(device);
-  return guarded(__func__, [&](const char* fn) -> absl::Status {
-    auto g = graph_table(dev(device), fn);
-    if (!g.ok()) return g.status();
-    SparkrtGraphDestroyArgs a{SPARKRT_GRAPH_DESTROY_ARGS_SIZE, dev(device).native_handle(), graph};
-    return graph_status(*g, (*g)->destroy(&a), absl::StrFormat("graph destroy of %d", graph));
-  });
+  return guarded(__func__, [&](const char*) { return dev(device).destroy_graph(Graph{graph, 0}); });
 }
 
 }  // extern "C"

@@ -79,6 +79,9 @@ DeviceProperties = _api_struct("DeviceProperties", [
     ("emulated", c_uint8),
     ("has_graphs", c_uint8),
     ("has_collectives", c_uint8),
+    ("supports_dependent_launch", c_uint8),
+    ("supports_clusters", c_uint8),
+    ("max_cluster_size", c_uint32),
 ])
 
 KernelInfo = _api_struct("KernelInfo", [
@@ -132,7 +135,12 @@ LaunchConfig = _api_struct("LaunchConfig", [
     ("block", U32x3),
     ("shared_mem_bytes", c_uint32),
     ("stream", c_uint64),
+    ("flags", c_uint32),
+    ("cluster", U32x3),
 ])
+
+# sparkrt_launch_config.flags bits (SPARKRT_LAUNCH_* of plugin_api.h).
+LAUNCH_DEPENDENT = 1
 
 
 class UniqueId(ctypes.Structure):

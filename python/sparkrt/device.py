@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _args, _structs
-from ._lib import Error, check, library
+from ._lib import Error, StatusCode, check, library
 
 
 def stream_handle(stream):
@@ -32,6 +32,10 @@ def stream_handle(stream):
         return x
     raise TypeError(f"stream: expected a sparkrt.Stream, an int or None, got "
                     f"{type(stream).__name__}")
+
+
+def _c_api_minor():
+    return library().sparkrt_c_api_version() & 0xFFFF
 
 
 def _dim3(v, what):
@@ -128,6 +132,9 @@ class DeviceProperties:
     emulated: bool
     has_graphs: bool
     has_collectives: bool
+    supports_dependent_launch: bool  # a dependent launch can overlap the previous kernel
+    supports_clusters: bool  # launches take a thread-block cluster
+    max_cluster_size: int  # blocks per cluster; 0 without clusters
 
 
 def _from_struct(s):
@@ -779,11 +786,20 @@ class Kernel:
     def device(self) -> Device:
         return self._device
 
-    def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None):
+    def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None, *,
+               dependent: bool = False, cluster=None):
         """Queues the kernel on `stream` (None or 0: the default stream) and
         returns without waiting for it.
 
         grid, block: an int or a tuple of up to 3 ints.
+        dependent: a programmatic dependent launch, which may start before
+            the previous kernel on the stream ends (the kernel waits where it
+            reads that kernel's output); elsewhere a plain launch.
+        cluster: None (no cluster), or a thread-block cluster in blocks as an
+            int or up to 3 ints, each at least 1 and dividing the grid's, at
+            most DeviceProperties.max_cluster_size blocks in all, on a device
+            with supports_clusters. The runtime checks both (KernelLaunch's
+            rules and messages).
         args: one item per parameter. Plain ints and floats (numpy scalars
             too) are converted by the declared type: .u32/.b32 -> U32 (I32 if
             negative), .s32 -> I32, .u64/.b64 -> U64 (I64 if negative), .s64 ->
@@ -809,6 +825,16 @@ class Kernel:
             raise OverflowError(f"shared_mem {shared_mem} is out of range")
         cfg.shared_mem_bytes = shared_mem
         cfg.stream = stream_handle(stream)
+        if not isinstance(dependent, (bool, np.bool_)):
+            raise TypeError(f"dependent: expected a bool, got {type(dependent).__name__}")
+        cfg.flags = _structs.LAUNCH_DEPENDENT if dependent else 0
+        if cluster is not None:
+            cfg.cluster[:] = _dim3(cluster, "cluster")
+        if (cfg.flags or any(cfg.cluster)) and _c_api_minor() < 1:
+            # A 1.0 library would take the config and ignore the attributes.
+            raise Error(StatusCode.FAILED_PRECONDITION, "FAILED_PRECONDITION",
+                        f"{self.info.entry}: launch attributes need sparkrt C API 1.1, the "
+                        f"loaded library has 1.{_c_api_minor()}")
         array, keep = _args.build_args(args, self.info.params)
         check(lib.sparkrt_launch(self._handle, byref(cfg), array,
                                  len(array) if array is not None else 0))

@@ -35,9 +35,22 @@ class _MockLaunch(ctypes.Structure):
 _GetLaunchFn = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_uint64, POINTER(_MockLaunch))
 
 
+class _MockLaunchAttributes(ctypes.Structure):
+    """SparkrtMockLaunchAttributes."""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("flags", c_uint32),
+        ("cluster", c_uint32 * 3),
+    ]
+
+
+_GetLaunchAttributesFn = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_uint64,
+                                          POINTER(_MockLaunchAttributes))
+
+
 class _MockExtension(ctypes.Structure):
-    """SparkrtMockExtension up to get_launch; the entries not called here
-    are plain pointers of the same size."""
+    """SparkrtMockExtension up to get_launch_attributes; the entries not
+    called here are plain pointers of the same size."""
     _fields_ = [
         ("struct_size", c_size_t),
         ("error_code", _ErrorCodeFn),
@@ -50,6 +63,17 @@ class _MockExtension(ctypes.Structure):
         ("get_lookup", c_void_p),
         ("launch_count", _CountFn),
         ("get_launch", _GetLaunchFn),
+        ("get_launch_arg", c_void_p),
+        ("pointer_info", c_void_p),
+        ("deny_lookup", c_void_p),
+        ("cap_memory", c_void_p),
+        ("fail_launch", c_void_p),
+        ("clear_faults", c_void_p),
+        ("set_recording", c_void_p),
+        ("set_log_path", c_void_p),
+        ("collective_count", c_void_p),
+        ("get_collective", c_void_p),
+        ("get_launch_attributes", _GetLaunchAttributesFn),
     ]
 
 
@@ -59,11 +83,14 @@ def _api_size(cls):
 
 
 class MockLaunch(NamedTuple):
-    """One recorded launch."""
+    """One recorded launch, with its launch attributes (Kernel.launch's
+    dependent and cluster; (0, 0, 0): no cluster)."""
     module: str
     entry: str
     grid: Tuple[int, int, int]
     block: Tuple[int, int, int]
+    dependent: bool = False
+    cluster: Tuple[int, int, int] = (0, 0, 0)
 
 
 def _table(dev: Device):
@@ -99,7 +126,7 @@ def mock_launch_count(dev: Device) -> int:
 
 def mock_launches(dev: Device):
     """The launches the mock device recorded, in submission order, as
-    MockLaunch(module, entry, grid, block) tuples."""
+    MockLaunch(module, entry, grid, block, dependent, cluster) tuples."""
     table, native = _table(dev)
     n = c_uint64()
     _check(table, table.launch_count(native, byref(n)))
@@ -108,8 +135,11 @@ def mock_launches(dev: Device):
         rec = _MockLaunch()
         rec.struct_size = _api_size(_MockLaunch)
         _check(table, table.get_launch(native, i, byref(rec)))
+        attrs = _MockLaunchAttributes()
+        attrs.struct_size = _api_size(_MockLaunchAttributes)
+        _check(table, table.get_launch_attributes(native, i, byref(attrs)))
         out.append(MockLaunch(rec.module.decode(), rec.entry.decode(), tuple(rec.grid),
-                              tuple(rec.block)))
+                              tuple(rec.block), bool(attrs.flags & 1), tuple(attrs.cluster)))
     return out
 
 

@@ -30,7 +30,8 @@ def _layouts():
 
 def _constants():
     """C expression -> the package's value."""
-    c = {"SPARKRT_C_API_MAJOR": sparkrt.API_MAJOR}
+    c = {"SPARKRT_C_API_MAJOR": sparkrt.API_MAJOR,
+         "SPARKRT_LAUNCH_DEPENDENT": _structs.LAUNCH_DEPENDENT}
     c.update({f"SPARKRT_ARG_{k.name}": int(k) for k in sparkrt.ArgKind})
     c.update({f"SPARKRT_PARAM_{t.name}": int(t) for t in sparkrt.ParamType})
     c.update({f"SPARKRT_DTYPE_{t.name}": int(t) for t in comm.DataType})

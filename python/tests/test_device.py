@@ -19,6 +19,11 @@ def test_open_properties_close(backend):
     assert p.max_threads_per_block >= 256 and len(p.max_block_dim) == 3
     assert p.accepts_signatures and p.has_graphs and p.has_collectives
     assert p.total_memory > 0 and not p.emulated
+    # The mock takes launch attributes as a Hopper GPU does; the cpu backend
+    # overlaps no launches and has no clusters.
+    mock = backend == "mock"
+    assert (p.supports_dependent_launch, p.supports_clusters, p.max_cluster_size) == \
+        ((True, True, 8) if mock else (False, False, 0))
     assert dev.native_handle != 0
     assert repr(dev).startswith(f"<sparkrt.Device {backend}:0")
     assert not dev.closed

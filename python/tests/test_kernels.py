@@ -70,6 +70,59 @@ def test_vector_add(dev, backend, seeded):
             MockLaunch("vector_ops", "vector_add_f32", (grid, 1, 1), (256, 1, 1))]
 
 
+@pytest.mark.backends("mock")
+def test_launch_attributes_are_recorded(dev, seeded):
+    rng = seeded.rng
+    n = int(rng.integers(1, 5000))
+    da, db, out = (dev.from_numpy(rng.standard_normal(n, dtype=np.float32)) for _ in range(3))
+    add = dev.kernel("vector_ops", "vector_add_f32")  # scalars: packed once, then cached
+    axpy = dev.kernel("vector_ops", "axpy_f32")  # a struct: packed every time
+    params = np.zeros((), dtype=[("alpha", "<f4"), ("pad", "<u4"), ("n", "<u8")])
+    params["alpha"], params["n"] = 1.0, n
+    # Cluster dimensions that divide the grid, at most 8 blocks (the mock's limit).
+    grid = tuple(int(rng.choice([2, 4, 8])) for _ in range(3))
+    cluster = tuple(int(rng.choice([d for d in (1, 2) if g % d == 0])) for g in grid)
+    want = []
+    for dependent, clus in [(False, None), (True, None), (False, cluster), (True, 2),
+                            (True, (1, 1)), (False, None)]:
+        add.launch(grid, 256, [da, db, out, n], dependent=dependent, cluster=clus)
+        axpy.launch(grid, 256, [params[()], da, db], dependent=dependent, cluster=clus)
+        c = (0, 0, 0) if clus is None else \
+            ((clus, 1, 1) if isinstance(clus, int) else tuple(clus) + (1,) * (3 - len(clus)))
+        want += [MockLaunch("vector_ops", "vector_add_f32", grid, (256, 1, 1), dependent, c),
+                 MockLaunch("vector_ops", "axpy_f32", grid, (256, 1, 1), dependent, c)]
+    assert mock_launches(dev) == want, seeded.where
+
+
+@pytest.mark.backends("mock", "cpu")
+def test_launch_attribute_refusals(dev, backend):
+    out = dev.zeros(64, np.float32)
+    add = dev.kernel("vector_ops", "vector_add_f32")
+    with pytest.raises(sparkrt.Error) as info:
+        add.launch(4, 64, [out, out, out, 0], cluster=(2, 0, 1))
+    assert info.value.code == sparkrt.StatusCode.INVALID_ARGUMENT
+    assert info.value.message == ("vector_add_f32: cluster (2, 0, 1) has a zero dimension; give "
+                                  "at least 1 block in each, or (0, 0, 0) for no cluster")
+    with pytest.raises(sparkrt.Error) as info:
+        add.launch(3, 64, [out, out, out, 0], cluster=2)
+    if backend == "mock":
+        assert info.value.code == sparkrt.StatusCode.INVALID_ARGUMENT
+        assert info.value.message == ("vector_add_f32: grid (3, 1, 1) is not a multiple of "
+                                      "cluster (2, 1, 1) in every dimension")
+        with pytest.raises(sparkrt.Error, match="has 16 blocks, the device allows 8 per cluster"):
+            add.launch(16, 64, [out, out, out, 0], cluster=16)
+    else:
+        assert info.value.code == sparkrt.StatusCode.UNIMPLEMENTED
+        assert info.value.message == (
+            f"vector_add_f32: cluster (2, 1, 1) requested, but device '{dev.properties.name}' "
+            "(cpu backend) does not support thread-block clusters")
+    with pytest.raises(TypeError, match="dependent"):
+        add.launch(4, 64, [out, out, out, 0], dependent=1)
+    # A dependent launch without a cluster runs everywhere (as a plain one on cpu).
+    add.launch(1, 64, [out, out, out, 0], dependent=True)
+    dev.synchronize()
+
+
 @pytest.mark.backends("mock", "cpu")
 def test_scalars_follow_the_declared_types(dev, backend, seeded):
     n = int(seeded.rng.integers(300, 2000))

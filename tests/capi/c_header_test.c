@@ -34,7 +34,8 @@ int main(void) {
   sparkrt_device_properties props;
   sparkrt_kernel* add = NULL;
   sparkrt_kernel_info info;
-  sparkrt_launch_config cfg = {SPARKRT_C_LAUNCH_CONFIG_SIZE, {4, 1, 1}, {256, 1, 1}, 0, 0};
+  sparkrt_launch_config cfg = {SPARKRT_C_LAUNCH_CONFIG_SIZE, {4, 1, 1}, {256, 1, 1}, 0, 0, 0,
+                               {0, 0, 0}};
   SparkrtDevicePtr a = 0, b = 0, out = 0;
   const uint32_t n = 1000;
   sparkrt_arg args[4];

@@ -2,6 +2,7 @@
 // mock and cpu backends, against the C++ API on the same backend.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,15 @@ TEST_CASE("capi device: open by name on the host backends, properties equal C++'
     CHECK(p.accepts_spirv == (q.accepts_spirv ? 1 : 0));
     CHECK(p.accepts_signatures == (q.accepts_signatures ? 1 : 0));
     CHECK(p.emulated == (q.emulated ? 1 : 0));
+    CHECK(p.supports_dependent_launch == (q.supports_dependent_launch ? 1 : 0));
+    CHECK(p.supports_clusters == (q.supports_clusters ? 1 : 0));
+    CHECK(p.max_cluster_size == q.max_cluster_size);
+    // The mock takes the attributes as a Hopper GPU does; the cpu backend
+    // overlaps no launches and has no clusters.
+    const bool mock = std::string(backend) == "mock";
+    CHECK(p.supports_dependent_launch == (mock ? 1 : 0));
+    CHECK(p.supports_clusters == (mock ? 1 : 0));
+    CHECK(p.max_cluster_size == (mock ? 8u : 0u));
     // Both host backends record graphs and run host collectives.
     CHECK(p.has_graphs == 1);
     CHECK(p.has_collectives == 1);
@@ -155,6 +165,43 @@ TEST_CASE("capi device: properties for an older, a newer and a malformed caller"
     for (size_t i = older; i < sizeof buf; ++i) touched += buf[i] != kCanary;
     CHECK_MESSAGE(touched == 0, touched, " bytes past struct_size ", older, " were written");
   }
+  SUBCASE("a 1.0 caller: everything up to has_collectives, not the launch attributes") {
+    static_assert(SPARKRT_C_DEVICE_PROPERTIES_SIZE_1_0 <=
+                  offsetof(sparkrt_device_properties, supports_dependent_launch));
+    REQUIRE(full.supports_clusters == 1);  // so a written byte would differ from the canary
+    REQUIRE(full.max_cluster_size == 8);
+    alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
+    std::memset(buf, kCanary, sizeof buf);
+    const size_t old_size = SPARKRT_C_DEVICE_PROPERTIES_SIZE_1_0;
+    std::memcpy(buf, &old_size, sizeof old_size);
+    C_REQUIRE_OK(sparkrt_device_properties_get(dev.get(),
+                                               reinterpret_cast<sparkrt_device_properties*>(buf)));
+    sparkrt_device_properties got;
+    std::memcpy(&got, buf, sizeof got);
+    CHECK(got.struct_size == old_size);
+    CHECK(got.name == full.name);
+    CHECK(got.max_shared_memory_per_block_optin == full.max_shared_memory_per_block_optin);
+    CHECK(got.emulated == full.emulated);
+    CHECK(got.has_graphs == full.has_graphs);
+    CHECK(got.has_collectives == full.has_collectives);
+    size_t touched = 0;
+    for (size_t i = old_size; i < sizeof buf; ++i) touched += buf[i] != kCanary;
+    CHECK_MESSAGE(touched == 0, touched, " bytes past struct_size ", old_size, " were written");
+  }
+  SUBCASE("a caller that stops inside the attributes: filled up to its size") {
+    const size_t partial = offsetof(sparkrt_device_properties, supports_clusters) + 1;
+    alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
+    std::memset(buf, kCanary, sizeof buf);
+    std::memcpy(buf, &partial, sizeof partial);
+    C_REQUIRE_OK(sparkrt_device_properties_get(dev.get(),
+                                               reinterpret_cast<sparkrt_device_properties*>(buf)));
+    CHECK(buf[offsetof(sparkrt_device_properties, supports_dependent_launch)] ==
+          full.supports_dependent_launch);
+    CHECK(buf[offsetof(sparkrt_device_properties, supports_clusters)] == full.supports_clusters);
+    size_t touched = 0;
+    for (size_t i = partial; i < sizeof buf; ++i) touched += buf[i] != kCanary;
+    CHECK_MESSAGE(touched == 0, touched, " bytes past struct_size ", partial, " were written");
+  }
   SUBCASE("a newer caller: every field written, nothing past the library's struct") {
     alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
     std::memset(buf, kCanary, sizeof buf);
@@ -169,6 +216,9 @@ TEST_CASE("capi device: properties for an older, a newer and a malformed caller"
     CHECK(got.max_grid_dim[2] == full.max_grid_dim[2]);
     CHECK(got.has_graphs == full.has_graphs);
     CHECK(got.has_collectives == full.has_collectives);
+    CHECK(got.supports_dependent_launch == full.supports_dependent_launch);
+    CHECK(got.supports_clusters == full.supports_clusters);
+    CHECK(got.max_cluster_size == full.max_cluster_size);
     size_t touched = 0;
     for (size_t i = sizeof(sparkrt_device_properties); i < sizeof buf; ++i)
       touched += buf[i] != kCanary;

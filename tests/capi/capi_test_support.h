@@ -121,6 +121,7 @@ inline SparkrtStream c_stream(sparkrt_device* dev) {
   return s;
 }
 
+// A launch config of the current size, without launch attributes.
 inline sparkrt_launch_config config(sparkrt::Dim3 grid, sparkrt::Dim3 block, uint32_t shared = 0,
                                     SparkrtStream stream = 0) {
   sparkrt_launch_config c{};
@@ -201,6 +202,13 @@ inline absl::Status launch_cpp(sparkrt::Device& dev, sparkrt::Kernel k,
   l.grid({cfg.grid[0], cfg.grid[1], cfg.grid[2]})
       .block({cfg.block[0], cfg.block[1], cfg.block[2]})
       .shared_mem(cfg.shared_mem_bytes);
+  // Attributes as far as the config's struct_size reaches (a 1.0 config has none).
+  if (cfg.struct_size >= SPARKRT_C_LAUNCH_CONFIG_SIZE) {
+    REQUIRE_MESSAGE((cfg.flags & ~uint32_t{SPARKRT_LAUNCH_DEPENDENT}) == 0,
+                    "launch_cpp: flags 0x", std::hex, cfg.flags, " have no C++ equivalent");
+    l.dependent_launch((cfg.flags & SPARKRT_LAUNCH_DEPENDENT) != 0)
+        .cluster({cfg.cluster[0], cfg.cluster[1], cfg.cluster[2]});
+  }
   for (const sparkrt_arg& a : args) push_cpp(l, a);
   return l.launch(sparkrt::Stream{cfg.stream});
 }
@@ -236,6 +244,11 @@ class CMock {
       l.shared_mem = r.shared_memory_bytes;
       l.stream = sparkrt::Stream{r.stream};
       l.sequence = r.sequence;
+      SparkrtMockLaunchAttributes attrs{};
+      attrs.struct_size = SPARKRT_MOCK_LAUNCH_ATTRIBUTES_SIZE;
+      must(ext_->get_launch_attributes(device_, i, &attrs));
+      l.dependent_launch = (attrs.flags & SPARKRT_LAUNCH_DEPENDENT) != 0;
+      l.cluster = {attrs.cluster[0], attrs.cluster[1], attrs.cluster[2]};
       for (uint32_t a = 0; a < r.num_args; ++a) {
         std::vector<uint8_t> buf(sparkrt::KernelLaunch::kMaxParamBytes);
         SparkrtMockArg arg{};

@@ -6,7 +6,8 @@
  *   if (st) { fprintf(stderr, "%s\n", sparkrt_status_message(st)); sparkrt_status_free(st); }
  *   sparkrt_kernel* k = NULL;
  *   st = sparkrt_kernel_get(dev, "vector_ops", "vector_add_f32", &k);
- *   sparkrt_launch_config cfg = {SPARKRT_C_LAUNCH_CONFIG_SIZE, {blocks, 1, 1}, {256, 1, 1}, 0, 0};
+ *   sparkrt_launch_config cfg = {SPARKRT_C_LAUNCH_CONFIG_SIZE, {blocks, 1, 1}, {256, 1, 1},
+ *                                0, 0, 0, {0, 0, 0}};
  *   sparkrt_arg args[] = {sparkrt_arg_ptr(a), sparkrt_arg_ptr(b), sparkrt_arg_ptr(c),
  *                         sparkrt_arg_u32(n)};
  *   st = sparkrt_launch(k, &cfg, args, 4);
@@ -81,7 +82,7 @@ extern "C" {
 #endif
 
 #define SPARKRT_C_API_MAJOR 1
-#define SPARKRT_C_API_MINOR 0
+#define SPARKRT_C_API_MINOR 1
 
 #if defined(__GNUC__)
 #define SPARKRT_C_EXPORT __attribute__((visibility("default")))
@@ -162,8 +163,17 @@ typedef struct sparkrt_device_properties {
    * (sparkrt_comm_*). */
   uint8_t has_graphs;
   uint8_t has_collectives;
+  /* 1 or 0 (C API 1.1): whether a dependent launch can overlap the previous
+   * kernel (elsewhere it runs as a plain launch) and whether launches take a
+   * thread-block cluster; the blocks a cluster may have, 0 without. */
+  uint8_t supports_dependent_launch;
+  uint8_t supports_clusters;
+  uint32_t max_cluster_size;
 } sparkrt_device_properties;
 #define SPARKRT_C_DEVICE_PROPERTIES_SIZE \
+  SPARKRT_STRUCT_SIZE(sparkrt_device_properties, max_cluster_size)
+/* What a caller built against C API 1.0 passes: without the launch attributes. */
+#define SPARKRT_C_DEVICE_PROPERTIES_SIZE_1_0 \
   SPARKRT_STRUCT_SIZE(sparkrt_device_properties, has_collectives)
 
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_device_properties_get(const sparkrt_device* device,
@@ -367,14 +377,29 @@ typedef struct sparkrt_launch_config {
   uint32_t block[3];
   uint32_t shared_mem_bytes; /* dynamic shared memory */
   SparkrtStream stream;
+  /* Launch attributes (C API 1.1), KernelLaunch::dependent_launch and
+   * KernelLaunch::cluster (sparkrt/kernel_launch.h) with their rules and
+   * messages. flags: SPARKRT_LAUNCH_DEPENDENT (plugin_api.h) for a
+   * programmatic dependent launch, which may start before the previous
+   * kernel on the stream ends; any other bit is INVALID_ARGUMENT. cluster:
+   * a thread-block cluster in blocks, {0, 0, 0} for none; otherwise every
+   * dimension at least 1 and dividing the grid's, at most max_cluster_size
+   * blocks in all (INVALID_ARGUMENT), on a device with supports_clusters
+   * (UNIMPLEMENTED without). A plugin older than ABI 1.4 refuses either with
+   * FAILED_PRECONDITION. */
+  uint32_t flags;
+  uint32_t cluster[3];
 } sparkrt_launch_config;
-#define SPARKRT_C_LAUNCH_CONFIG_SIZE SPARKRT_STRUCT_SIZE(sparkrt_launch_config, stream)
+#define SPARKRT_C_LAUNCH_CONFIG_SIZE SPARKRT_STRUCT_SIZE(sparkrt_launch_config, cluster)
+/* What a caller built against C API 1.0 passes: without the attributes. */
+#define SPARKRT_C_LAUNCH_CONFIG_SIZE_1_0 SPARKRT_STRUCT_SIZE(sparkrt_launch_config, stream)
 
 /* Checks the arguments against the kernel's signature (count, sizes,
  * offsets, kinds) and the geometry against the device's limits and the
- * entry's .reqntid/.maxntid, exactly as KernelLaunch::launch does and with
- * its messages, then queues the kernel on config->stream. Does not wait for
- * it. At most 64 arguments and 4096 bytes of parameters. */
+ * entry's .reqntid/.maxntid, and the launch attributes, exactly as
+ * KernelLaunch::launch does and with its messages, then queues the kernel on
+ * config->stream. Does not wait for it. At most 64 arguments and 4096 bytes
+ * of parameters. */
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_launch(sparkrt_kernel* kernel,
                                                 const sparkrt_launch_config* config,
                                                 const sparkrt_arg* args, uint32_t num_args);
