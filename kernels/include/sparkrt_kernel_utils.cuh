@@ -12,6 +12,21 @@
 
 namespace sparkrt_kernels {
 
+// Programmatic dependent launch (sm_90 and later). A kernel launched with
+// KernelLaunch::dependent_launch() may be started while the kernel before it
+// on its stream still runs. This waits until that kernel has finished and its
+// writes are visible, then lets the next dependent kernel start. It comes
+// first in every entry an op may launch dependent, before any access to
+// global memory, so such a launch computes exactly what a plain one does; only
+// its start overlaps the previous kernel's tail. Without a dependent launch,
+// and when compiled for an architecture below sm_90, it does nothing.
+__device__ __forceinline__ void dependent_launch_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Two f32 rounded (to nearest even) to bf16 or f16 and packed in a word,
 // `lo` in the low half: the layout of an mma operand register.
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {

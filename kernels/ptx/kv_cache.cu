@@ -47,6 +47,7 @@ extern "C" __global__ void fill_slots_from_block_table(int64_t* __restrict__ slo
                                                        const int32_t* __restrict__ block_table,
                                                        uint32_t start_pos, uint32_t count,
                                                        uint32_t block_size) {
+  sparkrt_kernels::dependent_launch_sync();
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count) return;
   const uint32_t pos = start_pos + i;
@@ -61,6 +62,7 @@ extern "C" __global__ void __launch_bounds__(kCopyThreads) reshape_and_cache(
     __nv_bfloat16* __restrict__ k_cache, __nv_bfloat16* __restrict__ v_cache,
     const int64_t* __restrict__ slot_mapping, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t block_size, uint32_t key_stride, uint32_t value_stride) {
+  sparkrt_kernels::dependent_launch_sync();
   const int64_t slot = slot_mapping[blockIdx.x];
   (void)block_size;  // the unpadded NHD layout puts slot s at s * row for any block size
   const uint32_t row = num_kv_heads * head_dim;
@@ -94,6 +96,7 @@ extern "C" __global__ void __launch_bounds__(kCopyThreads) reshape_and_cache_fla
     const __nv_bfloat16* __restrict__ value, __nv_bfloat16* __restrict__ v_cache,
     const int64_t* __restrict__ slot_mapping, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t block_size, uint32_t value_stride) {
+  sparkrt_kernels::dependent_launch_sync();
   const int64_t slot = slot_mapping[blockIdx.x];
   if (slot < 0) return;
   (void)block_size;
@@ -166,6 +169,7 @@ extern "C" __global__ void __launch_bounds__(kCopyThreads) reshape_and_cache_fp8
     const int64_t* __restrict__ slot_mapping, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t block_size, float k_scale, float v_scale, uint32_t key_stride,
     uint32_t value_stride, uint64_t cache_stride) {
+  sparkrt_kernels::dependent_launch_sync();
   const int64_t slot = slot_mapping[blockIdx.x];
   const uint32_t row = num_kv_heads * head_dim;
   const __nv_bfloat16* k = key + uint64_t{blockIdx.x} * key_stride;
@@ -267,6 +271,7 @@ extern "C" __global__ void fused_k_norm_rope_cache_write_bf16(
     const int32_t* __restrict__ positions, __nv_bfloat16* __restrict__ k_cache,
     const int64_t* __restrict__ slot_mapping, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t rotary_dim, uint32_t block_size, float rms_eps, float theta) {
+  sparkrt_kernels::dependent_launch_sync();
   int64_t slot;
   if (fused_skip(slot_mapping, &slot)) return;
   (void)block_size;
@@ -284,6 +289,7 @@ extern "C" __global__ void fused_k_norm_rope_cache_write_bf16_mrope(
     const int32_t* __restrict__ pos_w, __nv_bfloat16* __restrict__ k_cache,
     const int64_t* __restrict__ slot_mapping, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t rotary_dim, uint32_t block_size, float rms_eps, float theta) {
+  sparkrt_kernels::dependent_launch_sync();
   int64_t slot;
   if (fused_skip(slot_mapping, &slot)) return;
   (void)block_size;
@@ -303,6 +309,7 @@ extern "C" __global__ void fused_k_norm_rope_cache_write_fp8(
     const int32_t* __restrict__ positions, __nv_fp8_storage_t* __restrict__ k_cache,
     const int64_t* __restrict__ slot_mapping, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t rotary_dim, uint32_t block_size, float rms_eps, float theta, float inv_scale) {
+  sparkrt_kernels::dependent_launch_sync();
   int64_t slot;
   if (fused_skip(slot_mapping, &slot)) return;
   (void)block_size;

@@ -913,6 +913,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16(
     const int32_t* __restrict__ block_tables, const int32_t* __restrict__ seq_lens,
     uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window) {
+  sparkrt_kernels::dependent_launch_sync();
   Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
                          num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
   p.out = out;
@@ -927,6 +928,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8(
     uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, uint32_t q_stride,
     uint64_t cache_stride, uint32_t sliding_window) {
+  sparkrt_kernels::dependent_launch_sync();
   Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
                          num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
   p.out = out;
@@ -948,6 +950,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16_split(
     const int32_t* __restrict__ seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads,
     uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size, float inv_sqrt_d,
     uint32_t q_stride, uint32_t sliding_window, uint32_t num_splits) {
+  sparkrt_kernels::dependent_launch_sync();
   if (num_splits == 0 || blockIdx.z >= num_splits) return;
   Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
                          num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
@@ -966,6 +969,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8_split
     uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size, float inv_sqrt_d,
     float k_scale, float v_scale, uint32_t q_stride, uint64_t cache_stride,
     uint32_t sliding_window, uint32_t num_splits) {
+  sparkrt_kernels::dependent_launch_sync();
   if (num_splits == 0 || blockIdx.z >= num_splits) return;
   Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
                          num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
@@ -990,6 +994,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS paged_decode_attn_bf16_split_me
     uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window,
     uint32_t num_splits) {
+  sparkrt_kernels::dependent_launch_sync();
   if (num_splits == 0 || blockIdx.z >= num_splits || counters == nullptr) return;
   Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
                          num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
@@ -1010,6 +1015,7 @@ extern "C" __global__ void SPARKRT_DECODE_BOUNDS_FP8 paged_decode_attn_fp8_split
     uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
     uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, uint32_t q_stride,
     uint64_t cache_stride, uint32_t sliding_window, uint32_t num_splits) {
+  sparkrt_kernels::dependent_launch_sync();
   if (num_splits == 0 || blockIdx.z >= num_splits || counters == nullptr) return;
   Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,
                          num_q_heads, num_kv_heads, head_dim, block_size, q_stride, sliding_window);
@@ -1033,6 +1039,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) paged_decode_attn_combine
     const float* __restrict__ part_acc, const float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, uint32_t num_q_heads, uint32_t head_dim,
     uint32_t num_splits) {
+  sparkrt_kernels::dependent_launch_sync();
   constexpr uint32_t kMaxSplits = contract::kCombineMaxSplits;  // one weight per thread
   __shared__ float wz[kMaxSplits];
   __shared__ float s_m[kWarps], s_l[kWarps];

@@ -38,6 +38,7 @@ absl::StatusOr<KvCacheKernels> KvCacheKernels::resolve(Device& dev) {
       {m, "fused_k_norm_rope_cache_write_fp8", &k.fused_k_norm_rope_cache_write_fp8},
   };
   SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  k.dependent_launch = detail::may_launch_dependent(dev, entries);
   return k;
 }
 
@@ -47,6 +48,7 @@ absl::Status fill_slots_from_block_table(Device& dev, const KvCacheKernels& k,
   SPARKRT_RETURN_IF_ERROR(check_nonzero("fill_slots_from_block_table", "block_size",
                                             a.block_size));
   return KernelLaunch(dev, k.fill_slots_from_block_table)
+      .dependent_launch(k.dependent_launch)
       .grid({div_ceil(a.count, kCopyThreads)})
       .block({kCopyThreads})
       .arg(a.slots)
@@ -67,6 +69,7 @@ absl::Status reshape_and_cache(Device& dev, const KvCacheKernels& k, const Resha
   SPARKRT_RETURN_IF_ERROR(
       check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
   return KernelLaunch(dev, k.reshape_and_cache)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_tokens})
       .block({kCopyThreads})
       .arg(a.key)
@@ -90,6 +93,7 @@ absl::Status reshape_and_cache_flash_v_only(Device& dev, const KvCacheKernels& k
   SPARKRT_RETURN_IF_ERROR(
       check_row_stride(op, "value_stride", a.value_stride, a.num_kv_heads, a.head_dim));
   return KernelLaunch(dev, k.reshape_and_cache_flash_v_only)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_tokens})
       .block({kCopyThreads})
       .arg(a.value)
@@ -116,6 +120,7 @@ absl::Status reshape_and_cache_fp8(Device& dev, const KvCacheKernels& k,
   SPARKRT_RETURN_IF_ERROR(check_scale(op, "k_scale", a.k_scale));
   SPARKRT_RETURN_IF_ERROR(check_scale(op, "v_scale", a.v_scale));
   return KernelLaunch(dev, k.reshape_and_cache_fp8)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_tokens})
       .block({kCopyThreads})
       .arg(a.key)
@@ -150,6 +155,7 @@ absl::Status fused_k_norm_rope_cache_write_bf16(Device& dev, const KvCacheKernel
   SPARKRT_RETURN_IF_ERROR(check_fused("fused_k_norm_rope_cache_write_bf16", a.num_kv_heads,
                                           a.head_dim, a.rotary_dim, a.block_size));
   return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_bf16)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_tokens, a.num_kv_heads})
       .block({a.head_dim})
       .arg(a.k_in)
@@ -174,6 +180,7 @@ absl::Status fused_k_norm_rope_cache_write_bf16_mrope(Device& dev, const KvCache
                                           a.num_kv_heads, a.head_dim, a.rotary_dim,
                                           a.block_size));
   return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_bf16_mrope)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_tokens, a.num_kv_heads})
       .block({a.head_dim})
       .arg(a.k_in)
@@ -200,6 +207,7 @@ absl::Status fused_k_norm_rope_cache_write_fp8(Device& dev, const KvCacheKernels
       check_fused(op, a.num_kv_heads, a.head_dim, a.rotary_dim, a.block_size));
   SPARKRT_RETURN_IF_ERROR(check_scale(op, "inv_scale", a.inv_scale));
   return KernelLaunch(dev, k.fused_k_norm_rope_cache_write_fp8)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_tokens, a.num_kv_heads})
       .block({a.head_dim})
       .arg(a.k_in)

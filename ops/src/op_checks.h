@@ -34,6 +34,20 @@ absl::Status resolve_all(Device& dev, const KernelEntry (&entries)[N]) {
   return absl::OkStatus();
 }
 
+// Whether an op family may launch these kernels dependent
+// (KernelLaunch::dependent_launch): the device overlaps dependent launches,
+// and every kernel was loaded from a cubin. sparkrt builds its cubins for
+// sm_90 and later with dependent_launch_sync() (sparkrt_kernel_utils.cuh)
+// first in each entry; its PTX targets an older virtual architecture without
+// it, so kernels loaded as PTX are always launched plain.
+template <size_t N>
+bool may_launch_dependent(const Device& dev, const KernelEntry (&entries)[N]) {
+  if (!dev.properties().supports_dependent_launch) return false;
+  for (const KernelEntry& e : entries)
+    if (e.out->image_format() != SPARKRT_IMAGE_CUBIN) return false;
+  return true;
+}
+
 // The largest divisor of n (> 0) that is at most `limit` (>= 1): the heads a
 // decode CTA serves of a GQA group of n.
 inline uint32_t largest_divisor_at_most(uint32_t n, uint32_t limit) {

@@ -34,6 +34,7 @@ absl::StatusOr<PagedAttentionKernels> PagedAttentionKernels::resolve(Device& dev
       {m, "paged_decode_attn_fp8_split_merge", &k.paged_decode_attn_fp8_split_merge},
   };
   SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  k.dependent_launch = detail::may_launch_dependent(dev, entries);
   return k;
 }
 
@@ -301,10 +302,12 @@ KernelLaunch& dtype_args(KernelLaunch& l, const PagedDecodeAttnFp8Args& a) {
 // workspace pieces), the shape, the dtype's arguments and, for the split
 // entries, num_splits.
 template <typename Args>
-absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a, const DecodePlan& plan,
-                           std::initializer_list<DevicePtr> outputs, Stream stream) {
+absl::Status launch_decode(Device& dev, const Kernel& kernel, bool dependent, const Args& a,
+                           const DecodePlan& plan, std::initializer_list<DevicePtr> outputs,
+                           Stream stream) {
   KernelLaunch l(dev, kernel);
-  l.grid({a.num_q_heads / plan.heads_per_cta, a.num_seqs, plan.num_splits})
+  l.dependent_launch(dependent)
+      .grid({a.num_q_heads / plan.heads_per_cta, a.num_seqs, plan.num_splits})
       .block({pa::kThreads})
       .shared_mem(plan.shared_mem)
       .arg(a.q)
@@ -329,15 +332,18 @@ absl::Status launch_decode(Device& dev, const Kernel& kernel, const Args& a, con
 template <typename Args>
 absl::Status decode(Device& dev, const PagedAttentionKernels& k, const DecodeEntries& e,
                     const Args& a, const DecodePlan& plan, Stream stream) {
-  if (plan.num_splits == 1) return launch_decode(dev, e.one_pass, a, plan, {a.out}, stream);
+  const bool dep = k.dependent_launch;
+  if (plan.num_splits == 1) return launch_decode(dev, e.one_pass, dep, a, plan, {a.out}, stream);
   const DevicePtr counters = a.workspace;
   const auto [part_acc, part_ml] = paged_decode_partials(
       a.workspace, a.workspace_bytes, a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits);
   if (plan.num_splits >= kMinMergeSplits) {
-    return launch_decode(dev, e.split_merge, a, plan, {a.out, part_acc, part_ml, counters}, stream);
+    return launch_decode(dev, e.split_merge, dep, a, plan, {a.out, part_acc, part_ml, counters},
+                         stream);
   }
-  SPARKRT_RETURN_IF_ERROR(launch_decode(dev, e.split, a, plan, {part_acc, part_ml}, stream));
+  SPARKRT_RETURN_IF_ERROR(launch_decode(dev, e.split, dep, a, plan, {part_acc, part_ml}, stream));
   return KernelLaunch(dev, k.paged_decode_attn_combine)
+      .dependent_launch(dep)
       .grid({a.num_q_heads, a.num_seqs})
       .block({pa::kThreads})
       .arg(part_acc)

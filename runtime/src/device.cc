@@ -49,6 +49,18 @@ absl::StatusOr<int> device_index_from(const OpenOptions& options) {
   return static_cast<int>(v);
 }
 
+// SPARKRT_DEPENDENT_LAUNCH=0 launches everything plainly, whatever a launch
+// asks: a switch to rule dependent launches out when chasing a wrong result.
+absl::StatusOr<bool> dependent_launch_allowed() {
+  const char* env = std::getenv("SPARKRT_DEPENDENT_LAUNCH");
+  if (env == nullptr || *env == '\0' || std::string_view(env) == "1") return true;
+  if (std::string_view(env) == "0") return false;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "SPARKRT_DEPENDENT_LAUNCH='%s' is neither 0 (launch every kernel plainly) nor 1 (the "
+      "default: dependent launches where asked); set one or unset it",
+      env));
+}
+
 DeviceProperties convert(const SparkrtDeviceProperties& p) {
   DeviceProperties d;
   d.name = std::string(p.name, strnlen(p.name, sizeof(p.name)));
@@ -276,6 +288,7 @@ absl::Status load_module(DeviceState& s, detail::ModuleRecord& m) {
                                 detail::json_string(module), detail::json_string(image->origin),
                                 detail::json_string(loaded_as));
   m.signatures = *std::move(signatures);
+  m.image = load.format;
   m.native = load.module;
   return absl::OkStatus();
 }
@@ -300,7 +313,7 @@ absl::Status resolve_entry(DeviceState& s, detail::ModuleRecord& m, const Kernel
           absl::StrFormat("%s: resolving %s.%s", s.plugin->name(), m.name, sig.entry));
       !st.ok())
     return st;
-  slot.record = detail::make_kernel_record(&s, m.name, sig, get.kernel);
+  slot.record = detail::make_kernel_record(&s, m.name, m.image, sig, get.kernel);
   return absl::OkStatus();
 }
 
@@ -311,6 +324,7 @@ absl::Status resolve_entry(DeviceState& s, detail::ModuleRecord& m, const Kernel
 const std::string& Kernel::module() const { return record_->module; }
 const std::string& Kernel::entry() const { return record_->signature.entry; }
 const KernelSignature& Kernel::signature() const { return record_->signature; }
+SparkrtImageFormat Kernel::image_format() const { return record_->image; }
 
 // ---- Device: lifetime ----------------------------------------------------------
 
@@ -342,12 +356,18 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const OpenOptions& options)
   }
   auto index = device_index_from(options);
   if (!index.ok()) return index.status();
+  auto dependent = dependent_launch_allowed();
+  if (!dependent.ok()) return dependent.status();
   detail::TraceSpan span("device", "device_open");
   if (span)
     span.args = absl::StrFormat(R"("backend":%s,"index":%d)", detail::json_string(backend), *index);
   detail::log_debug(absl::StrFormat("opening backend '%s', device %d", backend, *index));
   auto state = backend == "auto" ? open_auto(*index) : open_named(backend, *index);
   if (!state.ok()) return state.status();
+  if (!*dependent) {
+    (*state)->properties.supports_dependent_launch = false;
+    (*state)->launch_flags &= ~uint32_t{SPARKRT_LAUNCH_DEPENDENT};
+  }
   return std::unique_ptr<Device>(new Device(*std::move(state)));
 }
 

@@ -29,6 +29,7 @@ class DeviceState;
 struct KernelRecord {
   const DeviceState* owner;
   std::string module;
+  SparkrtImageFormat image;  // what its module was loaded from
   KernelSignature signature;
   SparkrtKernel* native;
   // The signature laid out like KernelLaunch's arrays, so the launch check is
@@ -44,6 +45,7 @@ struct KernelRecord {
 // Builds the record of a resolved entry (kernel_launch.cc: the launch check
 // owns the layout it compares against).
 std::unique_ptr<KernelRecord> make_kernel_record(const DeviceState* owner, std::string module,
+                                                 SparkrtImageFormat image,
                                                  const KernelSignature& signature,
                                                  SparkrtKernel* native);
 
@@ -108,6 +110,7 @@ struct ModuleRecord {
   std::string name;
   LoadOnce once;
   std::string origin;  // folder or "embedded", and which image was loaded
+  SparkrtImageFormat image = SPARKRT_IMAGE_PTX;
   SparkrtModule* native = nullptr;  // null again once the device is closed
   std::vector<KernelSignature> signatures;
   // Guards the map only: held to find or add a slot, never during a backend call.
@@ -123,6 +126,9 @@ class DeviceState {
   int index = 0;
   DeviceProperties properties;
   std::atomic<bool> closed{false};
+  // The launch flags passed on to the plugin (SPARKRT_DEPENDENT_LAUNCH=0
+  // clears SPARKRT_LAUNCH_DEPENDENT).
+  uint32_t launch_flags = ~uint32_t{0};
   // sparkrt.graph.v1, or null where the plugin has no graphs.
   const SparkrtGraphExtension* graphs = nullptr;
   // Device times in traces.

@@ -136,11 +136,13 @@ Dim3 dim3_of(const uint32_t (&v)[3]) { return Dim3{v[0], v[1], v[2]}; }
 
 std::unique_ptr<detail::KernelRecord> detail::make_kernel_record(const DeviceState* owner,
                                                                  std::string module,
+                                                                 SparkrtImageFormat image,
                                                                  const KernelSignature& signature,
                                                                  SparkrtKernel* native) {
   auto r = std::make_unique<KernelRecord>();
   r->owner = owner;
   r->module = std::move(module);
+  r->image = image;
   r->signature = signature;
   r->native = native;
   for (const Param& p : signature.params) {
@@ -220,7 +222,7 @@ absl::Status KernelLaunch::check_attributes(const detail::KernelRecord& k,
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: launch attributes (%s) need a plugin of ABI 1.4 or later, but plugin '%s' (%s) "
         "speaks ABI %d.%d; rebuild the plugin against this sparkrt or launch without them",
-        entry, flags_ != 0 ? "dependent launch" : "cluster", s.plugin->name(), s.plugin->path(),
+        entry, (flags_ & s.launch_flags) != 0 ? "dependent launch" : "cluster", s.plugin->name(), s.plugin->path(),
         s.api->abi_major, s.api->abi_minor));
   if (cluster_ == Dim3{0, 0, 0}) return absl::OkStatus();
   if (cluster_.x == 0 || cluster_.y == 0 || cluster_.z == 0)
@@ -320,7 +322,8 @@ absl::Status KernelLaunch::launch(Stream stream) const {
                        (k.required_block.x == 0 || block_ == k.required_block) &&
                        block_.volume() <= k.max_threads;
   if (!dims_ok) return limits_error(k, props);
-  if ((flags_ | cluster_.x | cluster_.y | cluster_.z) != 0) {
+  const uint32_t flags = flags_ & s.launch_flags;
+  if ((flags | cluster_.x | cluster_.y | cluster_.z) != 0) {
     if (auto st = check_attributes(k, s); !st.ok()) return st;
   }
 
@@ -353,7 +356,7 @@ absl::Status KernelLaunch::launch(Stream stream) const {
     args.arg_sizes = layout_->sizes;
     args.arg_kinds = layout_->kinds;
   }
-  args.flags = flags_;
+  args.flags = flags;
   args.cluster[0] = cluster_.x;
   args.cluster[1] = cluster_.y;
   args.cluster[2] = cluster_.z;

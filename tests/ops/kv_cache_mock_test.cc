@@ -297,3 +297,71 @@ TEST_CASE("ops mock: fused_k_norm_rope_cache_write_fp8") {
   REQUIRE_OK(ops::fused_k_norm_rope_cache_write_fp8(*f.dev, f.kernels, empty, f.stream));
   CHECK(f.mock.launch_count() == 1);
 }
+
+TEST_CASE("ops mock: dependent launches are off for PTX modules, and on every launch when set") {
+  MockFixture f;
+  // The mock loads PTX, whose entries lack the dependent-launch wait.
+  CHECK(f.kernels.fill_slots_from_block_table.image_format() == SPARKRT_IMAGE_PTX);
+  CHECK(f.dev->properties().supports_dependent_launch);
+  CHECK_FALSE(f.kernels.dependent_launch);
+  const uint32_t heads = f.u32(1, 8), dim = 128, tokens = f.u32(1, 300);
+  const auto cache_write = [&] {
+    return ops::FusedKNormRopeArgs{.k_in = f.fake_ptr(), .k_norm_weight = f.fake_ptr(),
+                                   .positions = f.fake_ptr(), .k_cache = f.fake_ptr(),
+                                   .slot_mapping = f.fake_ptr(), .num_tokens = tokens,
+                                   .num_kv_heads = heads, .head_dim = dim, .rotary_dim = dim,
+                                   .block_size = 16, .rms_eps = 1e-6f, .theta = 1e4f};
+  };
+  for (const bool dependent : {true, false}) {
+    CAPTURE(dependent);
+    REQUIRE_OK(f.mock.reset());
+    f.kernels.dependent_launch = dependent;
+    REQUIRE_OK(ops::fill_slots_from_block_table(
+        *f.dev, f.kernels,
+        {.slots = f.fake_ptr(), .block_table = f.fake_ptr(), .count = tokens, .block_size = 16},
+        f.stream));
+    REQUIRE_OK(ops::reshape_and_cache(
+        *f.dev, f.kernels,
+        {.key = f.fake_ptr(), .value = f.fake_ptr(), .k_cache = f.fake_ptr(),
+         .v_cache = f.fake_ptr(), .slot_mapping = f.fake_ptr(), .num_tokens = tokens,
+         .num_kv_heads = heads, .head_dim = dim, .block_size = 16, .key_stride = heads * dim,
+         .value_stride = heads * dim},
+        f.stream));
+    REQUIRE_OK(ops::reshape_and_cache_flash_v_only(
+        *f.dev, f.kernels,
+        {.value = f.fake_ptr(), .v_cache = f.fake_ptr(), .slot_mapping = f.fake_ptr(),
+         .num_tokens = tokens, .num_kv_heads = heads, .head_dim = dim, .block_size = 16,
+         .value_stride = heads * dim},
+        f.stream));
+    REQUIRE_OK(ops::reshape_and_cache_fp8(
+        *f.dev, f.kernels,
+        {.key = f.fake_ptr(), .value = f.fake_ptr(), .k_cache = f.fake_ptr(),
+         .v_cache = f.fake_ptr(), .slot_mapping = f.fake_ptr(), .num_tokens = tokens,
+         .num_kv_heads = heads, .head_dim = dim, .block_size = 16, .k_scale = 0.5f,
+         .v_scale = 0.5f, .key_stride = heads * dim, .value_stride = heads * dim,
+         .cache_stride = uint64_t{16} * heads * dim},
+        f.stream));
+    REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16(*f.dev, f.kernels, cache_write(), f.stream));
+    const ops::FusedKNormRopeArgs k = cache_write();
+    REQUIRE_OK(ops::fused_k_norm_rope_cache_write_bf16_mrope(
+        *f.dev, f.kernels,
+        {.k_in = k.k_in, .k_norm_weight = k.k_norm_weight, .pos_t = k.positions,
+         .pos_h = k.positions, .pos_w = k.positions, .k_cache = k.k_cache,
+         .slot_mapping = k.slot_mapping, .num_tokens = tokens, .num_kv_heads = heads,
+         .head_dim = dim, .rotary_dim = dim, .block_size = 16, .rms_eps = 1e-6f, .theta = 1e4f},
+        f.stream));
+    REQUIRE_OK(ops::fused_k_norm_rope_cache_write_fp8(
+        *f.dev, f.kernels,
+        {.k_in = k.k_in, .k_norm_weight = k.k_norm_weight, .positions = k.positions,
+         .k_cache = k.k_cache, .slot_mapping = k.slot_mapping, .num_tokens = tokens,
+         .num_kv_heads = heads, .head_dim = dim, .rotary_dim = dim, .block_size = 16,
+         .rms_eps = 1e-6f, .theta = 1e4f, .inv_scale = 2.0f},
+        f.stream));
+    const auto launches = f.mock.launches();
+    REQUIRE(launches.size() == 7);
+    for (const auto& l : launches) {
+      INFO("recorded: ", l);
+      CHECK(l.dependent_launch == dependent);
+    }
+  }
+}

@@ -90,7 +90,8 @@ struct MockDevice {
 
 // `got` is the launch of module.entry with this geometry, on `stream`, with
 // exactly these arguments; shared memory is always 0 (every kernel of these
-// modules uses static shared memory only).
+// modules uses static shared memory only). A plain launch: the mock loads
+// modules as PTX, which the ops never launch dependent.
 inline void check_launch(const sparkrt::testing::MockLaunch& got, const char* module,
                          const char* entry, sparkrt::Dim3 grid, sparkrt::Dim3 block,
                          sparkrt::Stream stream,
@@ -103,6 +104,7 @@ inline void check_launch(const sparkrt::testing::MockLaunch& got, const char* mo
   CHECK(got.block == block);
   CHECK(got.shared_mem == shared_mem);
   CHECK(got.stream == stream);
+  CHECK_FALSE(got.dependent_launch);
   REQUIRE(got.args.size() == args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     INFO("argument #", i, ": expected ", args[i]);

@@ -80,6 +80,7 @@ void check_common(const MockLaunch& l, const char* entry, Dim3 grid, Stream stre
   CHECK(l.block == Dim3{256});
   CHECK(l.shared_mem == shared_mem);
   CHECK(l.stream == stream);
+  CHECK_FALSE(l.dependent_launch);  // modules loaded as PTX: plain launches
 }
 
 void check_args(const MockLaunch& l, const std::vector<MockArg>& args) {
@@ -589,4 +590,26 @@ TEST_CASE("ops mock: decode with no sequences launches nothing, bad shapes are r
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(contains(s, "v_scale"));
   CHECK(f.mock.launch_count() == 0);
+}
+
+TEST_CASE("ops mock: decode launches are dependent in every geometry when set") {
+  Fixture f;
+  CHECK_FALSE(f.kernels.dependent_launch);  // the mock loads PTX
+  f.kernels.dependent_launch = true;
+  ops::PagedDecodeAttnArgs a = f.bf16_args(1, 256);
+  a.workspace = f.fake_ptr();
+  a.workspace_bytes = ops::paged_decode_workspace_bytes(1, 32, 128);
+  // One pass, split then combine, and the one-launch split-merge.
+  for (const uint32_t splits : {1u, 3u, 16u}) {
+    CAPTURE(splits);
+    REQUIRE_OK(f.mock.reset());
+    a.num_splits = splits;
+    REQUIRE_OK(ops::paged_decode_attn_bf16(*f.dev, f.kernels, a, f.stream));
+    const auto launches = f.mock.launches();
+    REQUIRE(launches.size() == (splits == 3 ? 2u : 1u));
+    for (const auto& l : launches) {
+      INFO("recorded: ", l);
+      CHECK(l.dependent_launch);
+    }
+  }
 }

@@ -330,6 +330,40 @@ TEST_CASE("launch attributes: the mock records them as given, and nothing withou
   CHECK_MESSAGE(printed.str().find("cluster") == std::string::npos, printed.str());
 }
 
+TEST_CASE("launch attributes: SPARKRT_DEPENDENT_LAUNCH=0 launches everything plainly") {
+  struct Unset {
+    ~Unset() { ::unsetenv("SPARKRT_DEPENDENT_LAUNCH"); }
+  } unset;
+  ::setenv("SPARKRT_DEPENDENT_LAUNCH", "0", 1);
+  auto dev = open_mock();
+  CHECK_FALSE(dev->properties().supports_dependent_launch);
+  auto mock = sparkrt::testing::MockInspector::attach(*dev);
+  REQUIRE_MESSAGE(mock.ok(), mock.status().ToString());
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE(fill.ok());
+  const DevicePtr out = alloc(*dev, 64 * 4 * 4);
+  KernelLaunch l(*dev, *fill);
+  l.grid({4}).block({64}).arg(out).arg(uint32_t{7}).arg(uint32_t{256}).dependent_launch();
+  REQUIRE(l.launch().ok());
+  REQUIRE(l.cluster({2, 1, 1}).launch().ok());  // clusters are not affected
+  REQUIRE(mock->launch_count() == 2);
+  CHECK_FALSE(mock->launch(0).dependent_launch);
+  CHECK_FALSE(mock->launch(1).dependent_launch);
+  CHECK(mock->launch(1).cluster == Dim3{2, 1, 1});
+
+  ::setenv("SPARKRT_DEPENDENT_LAUNCH", "1", 1);
+  CHECK(open_mock()->properties().supports_dependent_launch);
+  for (const char* bad : {"yes", "2", " 0", "off"}) {
+    CAPTURE(bad);
+    ::setenv("SPARKRT_DEPENDENT_LAUNCH", bad, 1);
+    auto refused = Device::open({.backend = "mock"});
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(contains(refused.status(), std::string("SPARKRT_DEPENDENT_LAUNCH='") + bad + "'"),
+                  refused.status().message());
+  }
+}
+
 TEST_CASE("launch attributes: graph capture records them and every replay launches with them") {
   auto dev = open_mock();
   auto mock = sparkrt::testing::MockInspector::attach(*dev);

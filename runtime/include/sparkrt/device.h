@@ -82,6 +82,9 @@ class Kernel {
   const std::string& module() const;
   const std::string& entry() const;
   const KernelSignature& signature() const;
+  // The image its module was loaded from: SPARKRT_IMAGE_CUBIN (machine code
+  // for this device), _PTX, _SPIRV or _SIGNATURES (the host backends).
+  SparkrtImageFormat image_format() const;
 
  private:
   friend class Device;

@@ -44,6 +44,12 @@ struct KvCacheKernels {
   Kernel fused_k_norm_rope_cache_write_bf16;
   Kernel fused_k_norm_rope_cache_write_bf16_mrope;
   Kernel fused_k_norm_rope_cache_write_fp8;
+  // Whether the ops launch these kernels dependent (programmatic dependent
+  // launch: each may start while the kernel before it on the stream still
+  // runs, and waits for it first). resolve() sets it where the device
+  // overlaps launches and the module was loaded from a cubin; set it false
+  // to launch plainly.
+  bool dependent_launch = false;
 
   // The first lookup that fails is returned as is (it names the module, the
   // entry and where the runtime searched).

@@ -43,6 +43,12 @@ struct PagedAttentionKernels {
   Kernel paged_decode_attn_combine;
   Kernel paged_decode_attn_bf16_split_merge;
   Kernel paged_decode_attn_fp8_split_merge;
+  // Whether the ops launch these kernels dependent (programmatic dependent
+  // launch: each may start while the kernel before it on the stream still
+  // runs, and waits for it first). resolve() sets it where the device
+  // overlaps launches and the module was loaded from a cubin; set it false
+  // to launch plainly.
+  bool dependent_launch = false;
 
   // The first lookup that fails is returned as is (it names the module, the
   // entry and where the runtime searched).
