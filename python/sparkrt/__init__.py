@@ -13,7 +13,8 @@ ctypes and numpy.
         print(c.to_numpy()[:4])
 
 Modules: sparkrt.ops (the KV-cache, paged-attention and TurboQuant ops),
-sparkrt.comm (communicators), sparkrt.testing (the mock's records). Every
+sparkrt.comm (communicators), sparkrt.testing (the mock's records),
+sparkrt.trace (the runtime's trace as Chrome trace JSON). Every
 failed call raises sparkrt.Error carrying the runtime's code and message.
 libsparkrt_c is found through $SPARKRT_C_LIBRARY, the install tree, or the
 dynamic loader (sparkrt.library_path() says which).
@@ -24,7 +25,7 @@ from ._lib import API_MAJOR, Error, LibraryError, StatusCode, library, library_p
 from ._numeric import bf16_from_f32, bf16_to_f32, round_bf16
 from .device import (Capture, Device, DeviceArray, DeviceBuffer, DeviceProperties, Event, Graph,
                      Kernel, KernelInfo, ParamInfo, Stream)
-from . import comm, ops, testing  # noqa: E402  (sub-modules, after the names they use)
+from . import comm, ops, testing, trace  # noqa: E402  (sub-modules, after the names they use)
 
 
 def c_api_version():
@@ -43,5 +44,6 @@ __all__ = [
     "Event", "Graph", "Kernel", "KernelInfo", "LibraryError", "ParamInfo", "ParamType",
     "Stream", "StatusCode", "TypedArg", "API_MAJOR", "bf16_from_f32", "bf16_to_f32",
     "c_api_version", "comm", "device_pointer", "f32", "f64", "i32", "i64", "library",
-    "library_path", "ops", "ptr", "round_bf16", "struct", "testing", "u32", "u64", "version",
+    "library_path", "ops", "ptr", "round_bf16", "struct", "testing", "trace", "u32", "u64",
+    "version",
 ]

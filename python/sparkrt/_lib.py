@@ -9,8 +9,8 @@ import ctypes
 import enum
 import os
 import threading
-from ctypes import (POINTER, c_char_p, c_float, c_int32, c_size_t, c_uint8, c_uint32, c_uint64,
-                    c_void_p)
+from ctypes import (POINTER, c_char_p, c_float, c_int, c_int32, c_size_t, c_uint8, c_uint32,
+                    c_uint64, c_void_p)
 from pathlib import Path
 
 SONAME = "libsparkrt_c.so.0"
@@ -173,6 +173,14 @@ OP_FUNCTIONS = (
 for _name in OP_FUNCTIONS:
     _PROTOTYPES[_name] = (_STATUS, [_DEV, c_void_p, c_uint64])
 
+# Added in C API 1.1: declared only where the library is 1.1 or newer, so a
+# 1.0 library still loads; their callers refuse to run on it (sparkrt.trace).
+_PROTOTYPES_1_1 = {
+    "sparkrt_trace_start": (_STATUS, [c_char_p]),
+    "sparkrt_trace_stop": (_STATUS, []),
+    "sparkrt_trace_enabled": (c_int, []),
+}
+
 _lock = threading.Lock()
 _lib = None
 _lib_path = None
@@ -237,7 +245,10 @@ def _check_version(lib, name):
             f"{name} has sparkrt C API {major}.{minor}, but this package needs "
             f"{API_MAJOR}.x: use the Python package of that library's release, or point "
             f"{ENV_LIBRARY} at a library of C API {API_MAJOR}.x")
-    for fname, (restype, argtypes) in _PROTOTYPES.items():
+    prototypes = dict(_PROTOTYPES)
+    if minor >= 1:
+        prototypes.update(_PROTOTYPES_1_1)
+    for fname, (restype, argtypes) in prototypes.items():
         try:
             f = getattr(lib, fname)
         except AttributeError:

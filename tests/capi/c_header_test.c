@@ -1,8 +1,8 @@
 /* The C API from C99 (built with -std=c99 -Wall -Wextra -Wpedantic -Werror):
  * the header compiles as C, and a program opens the mock, looks up
  * vector_add_f32, launches it with the sparkrt_arg_* functions, sees a wrong
- * launch refused, and closes. Exit status 0 on success, 1 with the reason
- * on stderr otherwise. */
+ * launch refused, and closes; the trace calls refuse what they must. Exit
+ * status 0 on success, 1 with the reason on stderr otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,16 @@ int main(void) {
   sparkrt_status* st;
 
   expect(sparkrt_c_api_version() >> 16 == SPARKRT_C_API_MAJOR, "library major == header major");
+
+  /* No trace runs (SPARKRT_TRACE is cleared): stop has none to end. */
+  expect(sparkrt_trace_enabled() == 0, "no trace runs");
+  st = sparkrt_trace_stop();
+  expect(sparkrt_status_code(st) == SPARKRT_FAILED_PRECONDITION, "stop without a trace is refused");
+  sparkrt_status_free(st);
+  st = sparkrt_trace_start(NULL);
+  expect(sparkrt_status_code(st) == SPARKRT_INVALID_ARGUMENT, "a NULL trace path is refused");
+  sparkrt_status_free(st);
+  expect(sparkrt_trace_enabled() == 0, "a refused start starts nothing");
 
   memset(&options, 0, sizeof options);
   options.struct_size = SPARKRT_C_OPEN_OPTIONS_SIZE;

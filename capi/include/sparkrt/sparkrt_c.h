@@ -902,6 +902,24 @@ SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_nvfp4_block_layout_get(
     uint32_t block_size, uint32_t num_kv_heads, uint32_t kv_cache_dim,
     sparkrt_mla_nvfp4_block_layout* out);
 
+/* ---- trace (sparkrt/trace.h; C API 1.1) --------------------------------- */
+
+/* A trace of the runtime's calls, in the Chrome trace event format that
+ * Perfetto opens; what it records is docs/trace.md's. One trace runs at a
+ * time, for the whole process. SPARKRT_TRACE=<file> traces without any of
+ * these calls: from the first device open to the process's exit. */
+
+/* Starts writing a trace to `path` (created or truncated). Fails, naming the
+ * path, when it cannot be opened for writing (a missing folder: NOT_FOUND);
+ * FAILED_PRECONDITION while a trace is already running. */
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_start(const char* path);
+/* Ends the trace and closes its file; the error is the first write failure
+ * the trace met (the file is then incomplete). FAILED_PRECONDITION when no
+ * trace is running. */
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_stop(void);
+/* 1 while a trace is running (sparkrt_trace_start or SPARKRT_TRACE), else 0. */
+SPARKRT_C_EXPORT int sparkrt_trace_enabled(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

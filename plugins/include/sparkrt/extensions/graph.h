@@ -2,8 +2,11 @@
  * times with one call. On CUDA this is stream capture into a CUDA graph; a
  * backend without graphs may record the calls and replay them itself.
  *
- * Fetch the table by name through get_extension (sparkrt::Device::extension_as
- * in C++); NULL means the backend has no graphs.
+ * In C++, use sparkrt::Device's begin_capture, end_capture, launch_graph and
+ * destroy_graph, which call this table (and which the runtime's trace sees);
+ * in C, sparkrt_graph_* (sparkrt/sparkrt_c.h). Directly: fetch the table by
+ * name through get_extension (sparkrt::Device::extension_as); NULL means the
+ * backend has no graphs.
  *
  *   const SparkrtGraphExtension* g = dev->extension_as<SparkrtGraphExtension>(
  *       SPARKRT_GRAPH_EXTENSION_NAME);
