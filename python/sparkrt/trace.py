@@ -1,0 +1,74 @@
+"""The runtime's trace (sparkrt_c.h, "trace"; docs/trace.md): every runtime
+call, and the device's work, as Chrome trace JSON that Perfetto
+(ui.perfetto.dev) and chrome://tracing open.
+
+    with sparkrt.trace.tracing("/tmp/decode.json"):
+        k.launch(grid, block, args, stream=s)
+        s.synchronize()
+
+One trace runs at a time, for the whole process. SPARKRT_TRACE=<file> traces
+without any of these calls, from the first device open to the process's exit.
+Needs a library of C API 1.1 or newer.
+"""
+import contextlib
+import os
+
+from ._lib import Error, StatusCode, check, library
+
+
+def _lib():
+    lib = library()
+    minor = lib.sparkrt_c_api_version() & 0xFFFF
+    if minor < 1:
+        # _lib declares the trace functions only where the library has them.
+        raise Error(StatusCode.FAILED_PRECONDITION, "FAILED_PRECONDITION",
+                    f"sparkrt.trace needs sparkrt C API 1.1, the loaded library has 1.{minor}")
+    return lib
+
+
+def _encode(path):
+    raw = os.fsencode(path)  # str, bytes or os.PathLike; anything else a TypeError
+    if b"\0" in raw:
+        raise ValueError(f"trace path {path!r} contains a NUL byte")
+    return raw
+
+
+def start(path):
+    """Starts writing a trace to `path` (created or truncated).
+
+    Raises sparkrt.Error naming the path when it cannot be opened for writing
+    (a missing folder: NOT_FOUND), and FAILED_PRECONDITION while a trace runs.
+    """
+    raw = _encode(path)
+    check(_lib().sparkrt_trace_start(raw))
+
+
+def stop():
+    """Ends the trace and closes its file.
+
+    Raises sparkrt.Error with the first write failure the trace met (the file
+    is then incomplete), and FAILED_PRECONDITION when no trace runs.
+    """
+    check(_lib().sparkrt_trace_stop())
+
+
+def enabled():
+    """Whether a trace is running (started here or by SPARKRT_TRACE)."""
+    return bool(_lib().sparkrt_trace_enabled())
+
+
+@contextlib.contextmanager
+def tracing(path):
+    """Traces the `with` block into `path` (given to `as`): start() on entry,
+    stop() on exit. stop()'s error is raised when the block raised nothing;
+    otherwise the block's exception is the one that propagates."""
+    start(path)
+    try:
+        yield path
+    except BaseException:
+        try:
+            stop()
+        except Error:
+            pass  # the block's exception says more than an incomplete trace
+        raise
+    stop()
