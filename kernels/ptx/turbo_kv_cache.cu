@@ -25,6 +25,7 @@
 
 #include "sparkrt/contract/division.h"
 #include "sparkrt/contract/turbo_kv_cache.h"
+#include "sparkrt_kernel_utils.cuh"
 
 namespace {
 
@@ -282,6 +283,7 @@ __device__ __forceinline__ void write_token(
           uint32_t block_size, uint32_t key_stride, uint32_t value_stride,                       \
           uint64_t k_block_stride_bytes, uint64_t v_block_stride_bytes,                          \
           uint64_t v_data_section_bytes) {                                                       \
+    sparkrt_kernels::dependent_launch_sync();                                                    \
     write_token<bits>(key, value, k_cache, v_cache, slot_mapping, num_kv_heads, head_dim,        \
                       block_size, key_stride, value_stride, k_block_stride_bytes,                \
                       v_block_stride_bytes, v_data_section_bytes);                               \
@@ -299,6 +301,7 @@ SPARKRT_TURBO_WRITE(4)
 extern "C" __global__ void __launch_bounds__(kThreads)
     hadamard_transform_bf16(const __nv_bfloat16* in, __nv_bfloat16* out, uint32_t head_dim,
                             uint32_t in_stride, uint32_t out_stride) {
+  sparkrt_kernels::dependent_launch_sync();
   __shared__ float x[contract::kMaxRotationDim];
   const uint32_t d = head_dim;
   if (d < contract::kMinRotationDim || d > contract::kMaxRotationDim || (d & (d - 1)) != 0) return;

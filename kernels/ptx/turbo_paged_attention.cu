@@ -483,6 +483,7 @@ __device__ __forceinline__ Params make_params(
       uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,                  \
       uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride,               \
       uint64_t v_block_stride_bytes, uint64_t v_data_section_bytes, uint32_t sliding_window) {   \
+    sparkrt_kernels::dependent_launch_sync();                                                    \
     Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,      \
                            num_q_heads, num_kv_heads, head_dim, block_size, inv_sqrt_d,          \
                            q_stride, v_block_stride_bytes, v_data_section_bytes, sliding_window); \
@@ -500,6 +501,7 @@ __device__ __forceinline__ Params make_params(
       uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size, float inv_sqrt_d,           \
       uint32_t q_stride, uint64_t v_block_stride_bytes, uint64_t v_data_section_bytes,           \
       uint32_t sliding_window, uint32_t num_splits) {                                            \
+    sparkrt_kernels::dependent_launch_sync();                                                    \
     if (num_splits == 0 || blockIdx.z >= num_splits) return;                                     \
     Params p = make_params(q, k_cache, v_cache, block_tables, seq_lens, max_blocks_per_seq,      \
                            num_q_heads, num_kv_heads, head_dim, block_size, inv_sqrt_d,          \

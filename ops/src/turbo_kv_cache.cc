@@ -26,7 +26,7 @@ absl::Status check_layout(std::string_view op, uint32_t bits, uint32_t block_siz
   return absl::OkStatus();
 }
 
-absl::Status write(Device& dev, const Kernel& kernel, uint32_t bits,
+absl::Status write(Device& dev, const Kernel& kernel, bool dependent, uint32_t bits,
                    const ReshapeAndCacheTurboArgs& a, Stream stream) {
   if (a.num_tokens == 0) return absl::OkStatus();
   const std::string_view op = kernel.entry();
@@ -44,6 +44,7 @@ absl::Status write(Device& dev, const Kernel& kernel, uint32_t bits,
                                                           a.head_dim, a.v_data_section_bytes,
                                                           a.v_block_stride_bytes));
   return KernelLaunch(dev, kernel)
+      .dependent_launch(dependent)
       .grid({a.num_tokens})
       .block({format::kThreads})
       .arg(a.key)
@@ -74,6 +75,7 @@ absl::StatusOr<TurboKvCacheKernels> TurboKvCacheKernels::resolve(Device& dev) {
       {m, "hadamard_transform_bf16", &k.hadamard_transform_bf16},
   };
   SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  k.dependent_launch = detail::may_launch_dependent(dev, entries);
   return k;
 }
 
@@ -88,15 +90,15 @@ absl::StatusOr<TurboCacheLayout> turbo_cache_layout(uint32_t bits, uint32_t bloc
 
 absl::Status reshape_and_cache_bf16k_turbo2v(Device& dev, const TurboKvCacheKernels& k,
                                              const ReshapeAndCacheTurboArgs& a, Stream stream) {
-  return write(dev, k.reshape_and_cache_flash_bf16k_turbo2v, 2, a, stream);
+  return write(dev, k.reshape_and_cache_flash_bf16k_turbo2v, k.dependent_launch, 2, a, stream);
 }
 absl::Status reshape_and_cache_bf16k_turbo3v(Device& dev, const TurboKvCacheKernels& k,
                                              const ReshapeAndCacheTurboArgs& a, Stream stream) {
-  return write(dev, k.reshape_and_cache_flash_bf16k_turbo3v, 3, a, stream);
+  return write(dev, k.reshape_and_cache_flash_bf16k_turbo3v, k.dependent_launch, 3, a, stream);
 }
 absl::Status reshape_and_cache_bf16k_turbo4v(Device& dev, const TurboKvCacheKernels& k,
                                              const ReshapeAndCacheTurboArgs& a, Stream stream) {
-  return write(dev, k.reshape_and_cache_flash_bf16k_turbo4v, 4, a, stream);
+  return write(dev, k.reshape_and_cache_flash_bf16k_turbo4v, k.dependent_launch, 4, a, stream);
 }
 
 absl::Status hadamard_transform_bf16(Device& dev, const TurboKvCacheKernels& k,
@@ -114,6 +116,7 @@ absl::Status hadamard_transform_bf16(Device& dev, const TurboKvCacheKernels& k,
                                        "out_stride %d",
                                        a.in.addr, a.in_stride, a.out_stride));
   return KernelLaunch(dev, k.hadamard_transform_bf16)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_tokens, a.num_heads})
       .block({format::kThreads})
       .arg(a.in)

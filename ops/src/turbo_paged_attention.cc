@@ -82,7 +82,8 @@ absl::Status decode(Device& dev, const TurboPagedAttentionKernels& k, uint32_t b
                                     a.head_dim, p.num_splits)
             : DecodePartials{};
   KernelLaunch l(dev, split ? e.split : e.one_pass);
-  l.grid({a.num_q_heads / p.heads_per_cta, a.num_seqs, p.num_splits})
+  l.dependent_launch(k.dependent_launch)
+      .grid({a.num_q_heads / p.heads_per_cta, a.num_seqs, p.num_splits})
       .block({tpa::kThreads})
       .arg(a.q)
       .arg(a.k_cache)
@@ -107,6 +108,7 @@ absl::Status decode(Device& dev, const TurboPagedAttentionKernels& k, uint32_t b
   SPARKRT_RETURN_IF_ERROR(l.launch(stream));
   if (!split) return absl::OkStatus();
   return KernelLaunch(dev, k.paged_decode_attn_combine)
+      .dependent_launch(k.dependent_launch)
       .grid({a.num_q_heads, a.num_seqs})
       .block({sparkrt::contract::paged_attention::kThreads})
       .arg(parts.acc)
@@ -134,6 +136,7 @@ absl::StatusOr<TurboPagedAttentionKernels> TurboPagedAttentionKernels::resolve(D
        &k.paged_decode_attn_combine},
   };
   SPARKRT_RETURN_IF_ERROR(detail::resolve_all(dev, entries));
+  k.dependent_launch = detail::may_launch_dependent(dev, entries);
   return k;
 }
 

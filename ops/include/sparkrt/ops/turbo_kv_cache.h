@@ -44,6 +44,12 @@ struct TurboKvCacheKernels {
   Kernel reshape_and_cache_flash_bf16k_turbo3v;
   Kernel reshape_and_cache_flash_bf16k_turbo4v;
   Kernel hadamard_transform_bf16;
+  // Whether the ops launch these kernels dependent (programmatic dependent
+  // launch: each may start while the kernel before it on the stream still
+  // runs, and waits for it first). resolve() sets it where the device
+  // overlaps launches and the module was loaded from a cubin; set it false
+  // to launch plainly.
+  bool dependent_launch = false;
 
   static absl::StatusOr<TurboKvCacheKernels> resolve(Device& dev);
 };

@@ -37,6 +37,12 @@ struct TurboPagedAttentionKernels {
   Kernel paged_decode_attn_bf16k_turbo3v_split;
   Kernel paged_decode_attn_bf16k_turbo4v_split;
   Kernel paged_decode_attn_combine;  // module paged_attention
+  // Whether the ops launch these kernels dependent (programmatic dependent
+  // launch: each may start while the kernel before it on the stream still
+  // runs, and waits for it first). resolve() sets it where the device
+  // overlaps launches and the module was loaded from a cubin; set it false
+  // to launch plainly.
+  bool dependent_launch = false;
 
   static absl::StatusOr<TurboPagedAttentionKernels> resolve(Device& dev);
 };
