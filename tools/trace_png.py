@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Renders a Chrome trace JSON (sparkrt::trace, SPARKRT_TRACE, `sparkrt demo --trace`)
-as a PNG timeline: one row per thread track, each complete ("X") event a box colored
-by its category, nested calls stacked below their caller, a time axis underneath and
-a legend of the categories on top.
+as a PNG timeline: one row per track (host threads, then each device's streams), each
+complete ("X") event a box colored by its category and labelled with its name where it
+fits, nested calls stacked below their caller, a time axis underneath and a legend of
+the categories on top.
 
-    tools/trace_png.py trace.json timeline.png [--width 1600]
+    tools/trace_png.py trace.json timeline.png [--width 1600] [--focus NAME]
+
+--focus NAME draws only the time of the last span named NAME (a trace::Range such as
+the demo's "decode step"), and what overlaps it.
 
 Standard library only: the PNG is written with zlib and struct, the labels with a
 5x7 bitmap font.
@@ -96,8 +100,21 @@ class Canvas:
                 chunk(b"IDAT", zlib.compress(bytes(raw), 9)) + chunk(b"IEND", b""))
 
 
-def load_tracks(trace):
-    """Returns ([(name, [(ts, dur, category, depth)])], t0, t1), tracks by sort order."""
+def focus_window(events, name):
+    """(start, end) of the last complete event named `name`, or None."""
+    last = None
+    for e in events:
+        if e.get("ph") == "X" and e.get("name") == name:
+            if last is None or float(e["ts"]) >= float(last["ts"]):
+                last = e
+    if last is None:
+        return None
+    return float(last["ts"]), float(last["ts"]) + float(last.get("dur", 0))
+
+
+def load_tracks(trace, window=None):
+    """Returns ([(name, [(ts, dur, category, depth, label)])], t0, t1), tracks by sort
+    order; with a window (start, end), only the spans overlapping it, clipped to it."""
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     names, order, spans = {}, {}, {}
     for e in events:
@@ -107,22 +124,29 @@ def load_tracks(trace):
         elif e.get("ph") == "M" and e.get("name") == "thread_sort_index":
             order[key] = e.get("args", {}).get("sort_index", 0)
         elif e.get("ph") == "X":
+            ts, dur = float(e["ts"]), float(e.get("dur", 0))
+            if window is not None:
+                if ts > window[1] or ts + dur < window[0]:
+                    continue
+                end = min(ts + dur, window[1])
+                ts = max(ts, window[0])
+                dur = end - ts
             spans.setdefault(key, []).append(
-                (float(e["ts"]), float(e.get("dur", 0)), str(e.get("cat", ""))))
+                (ts, dur, str(e.get("cat", "")), str(e.get("name", ""))))
     if not spans:
         return [], 0.0, 1.0
     tracks = []
     for key in sorted(spans, key=lambda k: (order.get(k, 0), k)):
         laid_out, open_ends = [], []
         # Callers first: earlier start, then the longer span.
-        for ts, dur, cat in sorted(spans[key], key=lambda s: (s[0], -s[1])):
+        for ts, dur, cat, label in sorted(spans[key], key=lambda s: (s[0], -s[1])):
             while open_ends and open_ends[-1] <= ts:
                 open_ends.pop()
-            laid_out.append((ts, dur, cat, len(open_ends)))
+            laid_out.append((ts, dur, cat, len(open_ends), label))
             open_ends.append(ts + dur)
         tracks.append((names.get(key, "thread %s" % key[1]), laid_out))
-    t0 = min(s[0] for _, spans_ in tracks for s in spans_)
-    t1 = max(s[0] + s[1] for _, spans_ in tracks for s in spans_)
+    t0 = window[0] if window else min(s[0] for _, spans_ in tracks for s in spans_)
+    t1 = window[1] if window else max(s[0] + s[1] for _, spans_ in tracks for s in spans_)
     return tracks, t0, max(t1, t0 + 1.0)
 
 
@@ -145,8 +169,8 @@ def time_label(us):
     return "%gus" % round(us, 3)
 
 
-def render(trace, width):
-    tracks, t0, t1 = load_tracks(trace)
+def render(trace, width, window=None):
+    tracks, t0, t1 = load_tracks(trace, window)
     categories = sorted({s[2] for _, spans in tracks for s in spans})
     colors = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(categories)}
     heights = [(max((s[3] for s in spans), default=0) + 1) * ROW_DEPTH_PX + 8
@@ -166,11 +190,14 @@ def render(trace, width):
     for (name, spans), h in zip(tracks, heights):
         canvas.rect(0, y, width, y + 1, GRID)
         canvas.text(4, y + 4, name[:(LABEL_PX - 8) // CHAR_W])
-        for ts, dur, cat, depth in spans:
+        for ts, dur, cat, depth, label in spans:
             x0 = LABEL_PX + (ts - t0) * scale
             x1 = max(x0 + 1, LABEL_PX + (ts + dur - t0) * scale)
             top = y + 4 + depth * ROW_DEPTH_PX
             canvas.rect(x0, top, x1, top + ROW_DEPTH_PX - 2, colors[cat])
+            fits = int((x1 - x0 - 4) // CHAR_W)
+            if fits >= 4:
+                canvas.text(x0 + 3, top + 1, label[:fits], BACKGROUND)
         y += h
 
     canvas.rect(LABEL_PX, y, LABEL_PX + plot_w, y + 1, INK)
@@ -189,12 +216,22 @@ def main(argv):
     parser.add_argument("trace", help="Chrome trace JSON")
     parser.add_argument("png", help="the PNG to write")
     parser.add_argument("--width", type=int, default=1600, help="image width in pixels")
+    parser.add_argument("--focus", metavar="NAME",
+                        help="draw only the time of the last span named NAME")
     args = parser.parse_args(argv)
     if args.width < LABEL_PX + 100:
         parser.error("--width must be at least %d" % (LABEL_PX + 100))
     with open(args.trace, encoding="utf-8") as f:
         trace = json.load(f)
-    canvas, num_tracks, num_spans = render(trace, args.width)
+    window = None
+    if args.focus is not None:
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        window = focus_window(events, args.focus)
+        if window is None:
+            parser.error("--focus: the trace has no span named %r" % args.focus)
+        pad = max(0.02 * (window[1] - window[0]), 0.5)
+        window = (window[0] - pad, window[1] + pad)
+    canvas, num_tracks, num_spans = render(trace, args.width, window)
     with open(args.png, "wb") as f:
         f.write(canvas.png())
     print("%s: %d spans on %d tracks, %dx%d pixels" %

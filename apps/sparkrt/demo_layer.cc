@@ -11,6 +11,7 @@
 #include "sparkrt/kernel_launch.h"
 #include "sparkrt/numeric.h"
 #include "sparkrt/status_macros.h"
+#include "sparkrt/trace.h"
 #include "sparkrt/verify/float64.h"
 #include "sparkrt/verify/median.h"
 
@@ -420,6 +421,7 @@ absl::StatusOr<StepResult> run_decode_step(Device& dev, const LayerInputs& in,
   }
   std::vector<std::vector<double>> us(step.size());
   for (int it = 0; it <= timed_iterations; ++it) {
+    const trace::Range range(it == 0 ? "decode step (warm-up)" : "decode step");
     SPARKRT_RETURN_IF_ERROR(dev.record_event(events[0], stream));
     for (size_t op = 0; op < step.size(); ++op) {
       SPARKRT_RETURN_IF_ERROR(step[op].run());

@@ -216,6 +216,17 @@ struct ExitFlush {
 }  // namespace
 
 namespace trace {
+
+Range::Range(std::string_view name) {
+  if (!enabled()) return;
+  name_ = name.empty() ? std::string("(unnamed range)") : std::string(name);
+  start_us_ = sparkrt::detail::trace_now_us();
+}
+
+Range::~Range() {
+  if (!name_.empty()) sparkrt::detail::trace_span("user", name_, start_us_, "");
+}
+
 absl::Status start(const std::string& path) { return tracer().start(path); }
 absl::Status stop() { return tracer().stop(); }
 std::string path() { return tracer().path(); }

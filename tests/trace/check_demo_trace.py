@@ -108,6 +108,15 @@ def check_trace(path, real_clock):
     if not any(n.startswith(ATTENTION_PREFIX) for n in names):
         fail("no %s* launch; launched: %s" % (ATTENTION_PREFIX, sorted(names)))
     check_device_spans(spans, launches, real_clock)
+    steps = [e for e in spans if e["cat"] == "user" and e["name"].startswith("decode step")]
+    if not steps:
+        fail("no \"decode step\" range (trace::Range) in the trace")
+    for step in steps:
+        inside = [e for e in launches
+                  if step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + slack]
+        if {e["name"] for e in inside} < set(DECODE_OPS):
+            fail("%s at %.3f holds the launches %s" %
+                 (step["name"], step["ts"], sorted({e["name"] for e in inside})))
     loads = [e for e in spans if e["name"] == "module_load"]
     if not loads or not all(e["args"].get("origin") for e in loads):
         fail("module loads without their origin: %r" % loads)
@@ -167,11 +176,19 @@ def main():
         fail("the demo did not say where the trace went")
     # The mock's clock is fake: one microsecond per operation.
     check_trace(trace, real_clock=backend != "mock")
-    run = subprocess.run([sys.executable, png_tool, trace, png, "--width", "1200"],
+    step_png = os.path.join(work_dir, "demo_trace_%s_step.png" % backend)
+    focus = "decode step" if backend != "mock" else "decode step (warm-up)"
+    for out, extra in ((png, []), (step_png, ["--focus", focus])):
+        run = subprocess.run([sys.executable, png_tool, trace, out, "--width", "1200"] + extra,
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            fail("trace_png.py %s exited with %d: %s" % (" ".join(extra), run.returncode,
+                                                        run.stderr))
+        check_png(out)
+    run = subprocess.run([sys.executable, png_tool, trace, png, "--focus", "no such span"],
                          capture_output=True, text=True)
-    if run.returncode != 0:
-        fail("trace_png.py exited with %d: %s" % (run.returncode, run.stderr))
-    check_png(png)
+    if run.returncode == 0 or "no span named 'no such span'" not in run.stderr:
+        fail("trace_png.py --focus on a missing span: exit %d, %r" % (run.returncode, run.stderr))
     print("check: passed")
 
 

@@ -335,6 +335,45 @@ TEST_CASE("trace: a device without event timing says so in the trace, and still 
   CHECK(said == 1);  // once, not per launch
 }
 
+TEST_CASE("trace: a Range marks the caller's region, and the calls inside nest under it") {
+  TempFile file("range.json");
+  auto dev = open_mock();
+  {
+    const sparkrt::trace::Range off("before the trace");  // not recorded
+  }
+  REQUIRE_OK(sparkrt::trace::start(file.path));
+  {
+    const sparkrt::trace::Range outer("decode step");
+    auto buf = dev->alloc(256);
+    REQUIRE_OK(buf.status());
+    {
+      const sparkrt::trace::Range inner("layer 0");
+      REQUIRE_OK(dev->memset(*buf, 1, 256));
+    }
+    REQUIRE_OK(dev->free(*buf));
+  }
+  REQUIRE_OK(sparkrt::trace::stop());
+  REQUIRE_OK(dev->close());
+
+  const std::vector<TraceEvent> events = read_trace(file.path);
+  INFO(read_file(file.path));
+  CHECK(spans(events, "before the trace").empty());
+  const auto outer = spans(events, "decode step");
+  const auto inner = spans(events, "layer 0");
+  const auto memset = spans(events, "memset");
+  REQUIRE(outer.size() == 1);
+  REQUIRE(inner.size() == 1);
+  REQUIRE(memset.size() == 1);
+  CHECK(outer[0].cat == "user");
+  CHECK(inner[0].cat == "user");
+  const auto within = [](const TraceEvent& in, const TraceEvent& out) {
+    return in.ts >= out.ts && in.ts + in.dur <= out.ts + out.dur + 0.002 && in.tid == out.tid;
+  };
+  CHECK(within(inner[0], outer[0]));
+  CHECK(within(memset[0], inner[0]));
+  CHECK(within(spans(events, "alloc").at(0), outer[0]));
+}
+
 TEST_CASE("trace: each thread gets a track of its own, named in the metadata") {
   auto dev = open_mock();
   auto buf = dev->alloc(256);

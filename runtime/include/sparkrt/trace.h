@@ -10,8 +10,11 @@
 // on the track of the host thread that made it: device open and close, module
 // loads (with where the module came from), kernel lookups, launches (grid,
 // block, shared memory, stream, argument bytes), copies, memsets, stream and
-// event calls, and collectives. Setting SPARKRT_TRACE=<file> starts a trace at
-// the first Device::open; it is written out when the process exits.
+// event calls, graph capture and replay, and collectives; trace::Range marks
+// regions of the caller's own. What ran on each device (launches, async
+// copies and memsets, graph replays) is also a span of its device time, on a
+// track per stream (docs/trace.md). Setting SPARKRT_TRACE=<file> starts a
+// trace at the first Device::open; it is written out when the process exits.
 //
 // Events go through one buffer of bounded size that is written to the file
 // whenever it fills, so a long trace costs no more memory than a short one.
@@ -23,6 +26,7 @@
 
 #include <atomic>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 
@@ -45,6 +49,24 @@ extern std::atomic<bool> g_enabled;
 
 // Whether a trace is running: the check every traced call makes first.
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+
+// A region of the caller's own ("decode step", "layer 7") as a span on the
+// calling thread's track, category "user", from construction to destruction;
+// the runtime calls made inside it nest under it. Costs one relaxed load when
+// tracing is off.
+//
+//   { sparkrt::trace::Range step("decode step"); ... launches ... }
+class Range {
+ public:
+  explicit Range(std::string_view name);
+  ~Range();
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+
+ private:
+  std::string name_;  // empty when tracing was off at construction
+  double start_us_ = 0;
+};
 
 }  // namespace sparkrt::trace
 
