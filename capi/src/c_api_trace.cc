@@ -1,9 +1,17 @@
 // The C API's trace calls: sparkrt::trace (sparkrt/trace.h) as it is.
+#include <memory>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "c_api_internal.h"
 #include "sparkrt/trace.h"
 
 using sparkrt::capi::guarded;
+
+namespace {
+// The calling thread's open regions, innermost last.
+thread_local std::vector<std::unique_ptr<sparkrt::trace::Range>> t_ranges;
+}  // namespace
 
 extern "C" {
 
@@ -17,5 +25,24 @@ sparkrt_status* sparkrt_trace_stop(void) {
 }
 
 int sparkrt_trace_enabled(void) { return sparkrt::trace::enabled() ? 1 : 0; }
+
+sparkrt_status* sparkrt_trace_range_push(const char* name) {
+  SPARKRT_C_REQUIRE(name);
+  return guarded(__func__, [&] {
+    t_ranges.push_back(std::make_unique<sparkrt::trace::Range>(name));
+    return absl::OkStatus();
+  });
+}
+
+sparkrt_status* sparkrt_trace_range_pop(void) {
+  return guarded(__func__, [] {
+    if (t_ranges.empty())
+      return absl::FailedPreconditionError(
+          "sparkrt_trace_range_pop: no region is open on this thread; pop only what "
+          "sparkrt_trace_range_push opened");
+    t_ranges.pop_back();
+    return absl::OkStatus();
+  });
+}
 
 }  // extern "C"

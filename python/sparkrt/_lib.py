@@ -179,6 +179,8 @@ _PROTOTYPES_1_1 = {
     "sparkrt_trace_start": (_STATUS, [c_char_p]),
     "sparkrt_trace_stop": (_STATUS, []),
     "sparkrt_trace_enabled": (c_int, []),
+    "sparkrt_trace_range_push": (_STATUS, [c_char_p]),
+    "sparkrt_trace_range_pop": (_STATUS, []),
 }
 
 _lock = threading.Lock()

@@ -58,6 +58,22 @@ def enabled():
 
 
 @contextlib.contextmanager
+def range(name):  # noqa: A001 (the runtime's name for it)
+    """Marks the `with` block as a region of your own ("decode step") on this
+    thread's track; the runtime calls inside it nest under it. Free of effect
+    when no trace runs."""
+    lib = _lib()
+    raw = str(name).encode()
+    if b"\0" in raw:
+        raise ValueError(f"range name {name!r} contains a NUL byte")
+    check(lib.sparkrt_trace_range_push(raw))
+    try:
+        yield
+    finally:
+        check(lib.sparkrt_trace_range_pop())
+
+
+@contextlib.contextmanager
 def tracing(path):
     """Traces the `with` block into `path` (given to `as`): start() on entry,
     stop() on exit. stop()'s error is raised when the block raised nothing;

@@ -124,3 +124,25 @@ def test_tracing_raises_the_stop_error_when_the_body_did_not(no_trace):
                 dev.empty(64, np.uint8)
                 raise KeyError("from the body")
         assert not sparkrt.trace.enabled()
+
+
+def test_ranges_nest_and_calls_inside_nest_under_them(no_trace, tmp_path):
+    path = tmp_path / "ranges.json"
+    with sparkrt.Device.open(no_trace) as dev:
+        with sparkrt.trace.range("before the trace"):
+            pass  # not recorded
+        with sparkrt.trace.tracing(path):
+            with sparkrt.trace.range("decode step"):
+                with sparkrt.trace.range("layer 0"):
+                    dev.empty(64, np.float32)
+    (outer,), _ = _complete(path, "decode step")
+    (inner,), _ = _complete(path, "layer 0")
+    (alloc,), _ = _complete(path, "alloc")
+    assert _complete(path, "before the trace") == ([], [])
+    assert outer["cat"] == inner["cat"] == "user"
+    assert outer["ts"] <= inner["ts"] <= alloc["ts"]
+    assert alloc["ts"] + alloc["dur"] <= inner["ts"] + inner["dur"] + 0.002
+    assert inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 0.002
+    with pytest.raises(ValueError):
+        with sparkrt.trace.range("a\0b"):
+            pass

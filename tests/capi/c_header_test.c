@@ -52,6 +52,9 @@ int main(void) {
   expect(sparkrt_status_code(st) == SPARKRT_INVALID_ARGUMENT, "a NULL trace path is refused");
   sparkrt_status_free(st);
   expect(sparkrt_trace_enabled() == 0, "a refused start starts nothing");
+  st = sparkrt_trace_range_pop();
+  expect(sparkrt_status_code(st) == SPARKRT_FAILED_PRECONDITION, "a pop with no range open is refused");
+  sparkrt_status_free(st);
 
   memset(&options, 0, sizeof options);
   options.struct_size = SPARKRT_C_OPEN_OPTIONS_SIZE;

@@ -176,3 +176,39 @@ TEST_CASE("capi trace: stop reports a write that failed") {
 }
 
 }  // namespace
+
+TEST_CASE("capi trace: ranges nest per thread, and a pop with none open is refused") {
+  no_trace_from_environment();
+  TempPath file("ranges.json");
+  C_REQUIRE_OK(sparkrt_trace_range_push("before the trace"));  // not recorded, still pops
+  C_REQUIRE_OK(sparkrt_trace_start(file.path.c_str()));
+  C_REQUIRE_OK(sparkrt_trace_range_pop());
+  C_REQUIRE_OK(sparkrt_trace_range_push("decode step"));
+  {
+    auto dev = open_c("mock");
+    C_REQUIRE_OK(sparkrt_trace_range_push("layer 0"));
+    capitest::c_alloc(dev.get(), 256);
+    C_REQUIRE_OK(sparkrt_trace_range_pop());
+  }
+  C_REQUIRE_OK(sparkrt_trace_range_pop());
+  C_CHECK_ERROR(sparkrt_trace_range_pop(), SPARKRT_FAILED_PRECONDITION,
+                "sparkrt_trace_range_pop: no region is open on this thread; pop only what "
+                "sparkrt_trace_range_push opened");
+  C_CHECK_CODE(sparkrt_trace_range_push(nullptr), SPARKRT_INVALID_ARGUMENT);
+  C_REQUIRE_OK(sparkrt_trace_stop());
+
+  const std::vector<TraceEvent> events = read_trace(file.path);
+  INFO(read_file(file.path));
+  CHECK(spans(events, "before the trace").empty());
+  const auto outer = spans(events, "decode step");
+  const auto inner = spans(events, "layer 0");
+  const auto alloc = spans(events, "alloc");
+  REQUIRE(outer.size() == 1);
+  REQUIRE(inner.size() == 1);
+  REQUIRE(alloc.size() == 1);
+  CHECK(outer[0].cat == "user");
+  CHECK(inner[0].ts >= outer[0].ts);
+  CHECK(inner[0].ts + inner[0].dur <= outer[0].ts + outer[0].dur + 0.002);
+  CHECK(alloc[0].ts >= inner[0].ts);
+  CHECK(alloc[0].ts + alloc[0].dur <= inner[0].ts + inner[0].dur + 0.002);
+}

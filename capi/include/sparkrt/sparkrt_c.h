@@ -919,6 +919,13 @@ SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_start(const char* path);
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_stop(void);
 /* 1 while a trace is running (sparkrt_trace_start or SPARKRT_TRACE), else 0. */
 SPARKRT_C_EXPORT int sparkrt_trace_enabled(void);
+/* A region of the caller's own ("decode step") on the calling thread's track
+ * (sparkrt::trace::Range): push opens it, pop closes the thread's innermost
+ * open one; runtime calls in between nest under it. Regions opened while no
+ * trace runs are not recorded but still pop. pop with none open on the
+ * thread is FAILED_PRECONDITION. */
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_range_push(const char* name);
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_range_pop(void);
 
 #ifdef __cplusplus
 } /* extern "C" */
