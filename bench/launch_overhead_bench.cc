@@ -16,6 +16,7 @@
 #include "sparkrt/kernel_launch.h"
 #include "sparkrt/sparkrt_c.h"
 #include "sparkrt/testing/mock.h"
+#include "sparkrt/trace.h"
 
 namespace {
 
@@ -105,6 +106,19 @@ void BM_Launch10Args_MockCountingOnly(benchmark::State& state) {
   if (!mock->set_recording(true).ok()) state.SkipWithError("mock");
 }
 BENCHMARK(BM_Launch10Args_MockCountingOnly);
+
+// Tracing on (to /dev/null): the host span, the two events of the device
+// span on the mock and its formatting, read back every 1024 launches.
+void BM_Launch10Args_MockTraced(benchmark::State& state) {
+  auto mock = sparkrt::testing::MockInspector::attach(*fixture().dev);
+  if (!mock.ok()) return state.SkipWithError("not the mock");
+  if (!mock->set_recording(false).ok()) return state.SkipWithError("mock");
+  if (!sparkrt::trace::start("/dev/null").ok()) return state.SkipWithError("trace::start");
+  launch_loop(state);
+  if (!sparkrt::trace::stop().ok()) state.SkipWithError("trace::stop");
+  if (!mock->set_recording(true).ok()) state.SkipWithError("mock");
+}
+BENCHMARK(BM_Launch10Args_MockTraced);
 
 // The C API on its own mock device, the same kernel and arguments.
 struct CFixture {
