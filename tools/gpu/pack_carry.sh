@@ -24,6 +24,7 @@ for b in sparkrt sparkrt_conformance sparkrt_gpu_tests sparkrt_gpu_bench sparkrt
          sparkrt_mla_gpu_test sparkrt_mla_decode_gpu_test sparkrt_turbo_kv_cache_gpu_test \
          sparkrt_turbo_paged_attention_gpu_test \
          sparkrt_collectives_gpu_test sparkrt_collectives_bench sparkrt_copy_bench \
+         sparkrt_decode_layer_bench \
          embed_c_decode sparkrt_capi_tests; do
   [ -e "$build/bin/$b" ] && cp -a "$build/bin/$b" "$stage/carry/build/bin/"
 done

@@ -10,7 +10,11 @@
 # ctest_gpu.log, bench.txt, bench.json, and for the KV-cache ops
 # kv_bench.{txt,json} (sparkrt_kv_cache_bench) and kv_torch.json, kv_table.md
 # (the PyTorch baseline on the same shapes, tools/gpu/kv_torch_baseline.py),
-# and for the MLA ops mla_bench.{txt,json} (sparkrt_mla_bench); power.csv, the board's
+# and for the MLA ops mla_bench.{txt,json} (sparkrt_mla_bench), and for a chain of
+# decode layers decode_layer.{txt,json} (sparkrt_decode_layer_bench: what dependent
+# launches gain in a graph, what a trace costs a host-submitted step) and
+# decode_layer_torch.{txt,json} (the same chain in PyTorch, one CUDA graph,
+# tools/gpu/decode_layer_torch.py); power.csv, the board's
 # power and SM clock every 100 ms, and power.txt, their summary per phase
 # (tools/gpu/power_summary.py): a phase under the power cap ran below the full clock.
 # Exit status: non-zero when a test failed or a benchmark did not run.
@@ -18,7 +22,9 @@
 # Narrower runs: SPARKRT_GPU_TESTS=<ctest regex> runs only the matching gpu
 # tests; SPARKRT_GPU_SKIP_LAUNCH_BENCH=1 skips sparkrt_gpu_bench;
 # SPARKRT_GPU_SKIP_KV_BENCH=1 skips the KV-cache benchmark and its baseline;
-# SPARKRT_GPU_SKIP_MLA_BENCH=1 skips the MLA benchmark.
+# SPARKRT_GPU_SKIP_MLA_BENCH=1 skips the MLA benchmark;
+# SPARKRT_GPU_SKIP_DECODE_LAYER_BENCH=1 skips the decode-layer benchmark and its
+# PyTorch counterpart.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-build}" && pwd) || { echo "no build folder ${1:-build}" >&2; exit 2; }
@@ -66,6 +72,10 @@ phase "gpu tests"
 ctest --test-dir "$build" -L gpu ${SPARKRT_GPU_TESTS:+-R "$SPARKRT_GPU_TESTS"} \
   --output-on-failure --timeout 300 2>&1 | tee "$out/ctest_gpu.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# The demo's trace on cuda (trace.demo_png.cuda, one of the gpu tests): the
+# JSON, the whole run and one decode step as PNGs.
+mkdir -p "$out/trace"
+cp "$build"/tests/trace/demo_cuda/demo_trace_cuda*.{json,png} "$out/trace/" 2>/dev/null || true
 
 if [ "${SPARKRT_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   # API errors are expected: the suite feeds the driver bad input on purpose.
@@ -102,6 +112,22 @@ if [ "${SPARKRT_GPU_SKIP_MLA_BENCH:-0}" != 1 ] && [ -x "$build/bin/sparkrt_mla_b
   phase "mla bench"
   "$build/bin/sparkrt_mla_bench" --json "$out/mla_bench.json" 2>&1 | tee "$out/mla_bench.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+if [ "${SPARKRT_GPU_SKIP_DECODE_LAYER_BENCH:-0}" != 1 ] &&
+   [ -x "$build/bin/sparkrt_decode_layer_bench" ]; then
+  echo "== sparkrt_decode_layer_bench"
+  phase "decode layer bench"
+  "$build/bin/sparkrt_decode_layer_bench" --json "$out/decode_layer.json" 2>&1 |
+    tee "$out/decode_layer.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  echo "== PyTorch decode-layer chain on the same shape"
+  phase "decode layer torch"
+  PYTHONUNBUFFERED=1 python3 "$repo/tools/gpu/decode_layer_torch.py" \
+    --json "$out/decode_layer_torch.json" 2>&1 | tee "$out/decode_layer_torch.txt"
+  # 77: no torch with CUDA here, which the script says; not a failure.
+  torch_rc=${PIPESTATUS[0]}
+  [ "$torch_rc" -eq 0 ] || [ "$torch_rc" -eq 77 ] || status=1
 fi
 
 phase "end"

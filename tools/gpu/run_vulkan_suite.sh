@@ -17,6 +17,7 @@
 # bench/gpu/bench_support.h): the driver clocks Vulkan work up slowly after
 # idle. Results go to $OUT (default ./gpu-results): vulkan_*.log,
 # copy_{cuda,vulkan}.{txt,json} (and vkprobe.{txt,json} with VKPROBE=path),
+# trace/demo_trace_vulkan*.{json,png} (the demo's trace),
 # kv_{writes,decode}_{cuda,vulkan}_{1,2}.json, mla_{cuda,vulkan}_{1,2}.json and
 # vulkan_vs_cuda.md (tools/gpu/backend_compare.py). MLA_ARGS passes options
 # to sparkrt_mla_bench (default: all its shapes); PART=tests or PART=bench runs
@@ -62,6 +63,11 @@ for m in kv_cache paged_attention mla mla_decode turbo_kv_cache turbo_paged_atte
     "$validate"
 done
 run demo_vulkan env SPARKRT_BACKEND=vulkan "$bin/sparkrt" demo
+# The demo's trace on vulkan, checked (device spans of every op), with the
+# whole run and one decode step as PNGs in $OUT/trace.
+mkdir -p "$out/trace"
+run trace_vulkan env SPARKRT_BACKEND=vulkan python3 "$repo/tests/trace/check_demo_trace.py" \
+  "$bin/sparkrt" "$repo/tools/trace_png.py" "$out/trace"
 for kv in turbo2 turbo3 turbo4; do
   run "demo_vulkan_$kv" env SPARKRT_BACKEND=vulkan "$bin/sparkrt" demo --kv "$kv"
 done
