@@ -402,7 +402,7 @@ absl::Status Device::close() {
     s.calls_done.wait(lock, [&] { return s.calls_in_flight == 0; });
   }
   // Device times still to be read need the device.
-  if (s.timeline) s.timeline->close();
+  s.timeline->close();
   absl::Status first;
   {
     std::unique_lock<std::shared_mutex> lock(s.modules_mu);
@@ -519,9 +519,9 @@ absl::Status Device::free_host(void* ptr) {
 
 namespace {
 
-// The start of stream-ordered work's device span, when there is a timeline.
-DeviceTimeline::Mark time_on_device(DeviceState& s, Stream stream) {
-  return s.timeline ? s.timeline->begin(stream.handle) : DeviceTimeline::Mark{};
+// The start of the device span of stream-ordered work while tracing (`span`).
+DeviceTimeline::Mark time_on_device(DeviceState& s, bool traced, Stream stream) {
+  return traced ? s.timeline->begin(stream.handle) : DeviceTimeline::Mark{};
 }
 
 absl::Status do_memset(DeviceState& s, DevicePtr dst, uint8_t value, size_t bytes, Stream stream,
@@ -533,7 +533,7 @@ absl::Status do_memset(DeviceState& s, DevicePtr dst, uint8_t value, size_t byte
                                 blocking ? "false" : "true", stream.handle);
   SparkrtMemsetArgs args{SPARKRT_MEMSET_ARGS_SIZE, s.native, dst.addr, value, bytes,
                          stream.handle, blocking ? 1 : 0};
-  const DeviceTimeline::Mark mark = span && !blocking ? time_on_device(s, stream) : DeviceTimeline::Mark{};
+  const DeviceTimeline::Mark mark = time_on_device(s, span && !blocking, stream);
   SparkrtError* const e = s.api->memset(&args);
   if (mark)
     s.timeline->end(mark, stream.handle, e == nullptr, "copy", "memset_async",
@@ -558,7 +558,7 @@ absl::Status do_copy(DeviceState& s, SparkrtCopyKind kind, DevicePtr dst_dev, De
                                 stream.handle);
   SparkrtMemcpyArgs args{SPARKRT_MEMCPY_ARGS_SIZE, s.native, kind, dst_dev.addr, src_dev.addr,
                          dst_host, src_host, bytes, stream.handle, blocking ? 1 : 0};
-  const DeviceTimeline::Mark mark = span && !blocking ? time_on_device(s, stream) : DeviceTimeline::Mark{};
+  const DeviceTimeline::Mark mark = time_on_device(s, span && !blocking, stream);
   SparkrtError* const e = s.api->memcpy(&args);
   if (mark)
     s.timeline->end(mark, stream.handle, e == nullptr, "copy",
@@ -632,7 +632,7 @@ absl::Status Device::synchronize(Stream stream) {
   SparkrtStreamArgs args{SPARKRT_STREAM_ARGS_SIZE, s.native, stream.handle};
   if (SparkrtError* e = s.api->stream_synchronize(&args))
     return s.plugin->status(e, absl::StrFormat("%s: synchronize(stream %d)", s.plugin->name(), stream.handle));
-  if (span && s.timeline) s.timeline->write_completed();
+  if (span) s.timeline->write_completed();
   return absl::OkStatus();
 }
 
@@ -669,7 +669,7 @@ absl::Status Device::record_event(Event event, Stream stream) {
 }
 absl::Status Device::synchronize_event(Event event) {
   absl::Status st = event_call(*state_, state_->api->event_synchronize, "synchronize_event", event, {});
-  if (st.ok() && trace::enabled() && state_->timeline) state_->timeline->write_completed();
+  if (st.ok() && trace::enabled()) state_->timeline->write_completed();
   return st;
 }
 absl::Status Device::wait_event(Stream stream, Event event) {
@@ -725,11 +725,11 @@ absl::Status Device::begin_capture(Stream stream) {
   if (span) span.args = absl::StrFormat(R"("stream":%d)", stream.handle);
   // Device times are not taken on a capturing stream: their events would be
   // captured into the graph.
-  if (s.timeline) s.timeline->set_capturing(stream.handle, true);
+  s.timeline->set_capturing(stream.handle, true);
   SparkrtGraphCaptureArgs args{SPARKRT_GRAPH_CAPTURE_ARGS_SIZE, s.native, stream.handle};
   absl::Status st = graph_status(s, s.graphs->begin_capture(&args),
                                  absl::StrFormat("begin_capture on stream %d", stream.handle));
-  if (!st.ok() && s.timeline) s.timeline->set_capturing(stream.handle, false);
+  if (!st.ok()) s.timeline->set_capturing(stream.handle, false);
   return st;
 }
 
@@ -745,7 +745,7 @@ absl::StatusOr<Graph> Device::end_capture(Stream stream) {
   absl::Status st = graph_status(s, s.graphs->end_capture(&args),
                                  absl::StrFormat("end_capture on stream %d", stream.handle));
   // A failed end also ends the capture (the stream records no more).
-  if (s.timeline) s.timeline->set_capturing(stream.handle, false);
+  s.timeline->set_capturing(stream.handle, false);
   if (span)
     span.args = absl::StrFormat(R"("stream":%d,"graph":%d,"nodes":%d,"failed":%s)", stream.handle,
                                 args.graph, args.num_nodes, st.ok() ? "false" : "true");
@@ -761,7 +761,7 @@ absl::Status Device::launch_graph(const Graph& graph, Stream stream) {
   if (span)
     span.args = absl::StrFormat(R"("graph":%d,"nodes":%d,"stream":%d)", graph.handle,
                                 graph.num_nodes, stream.handle);
-  const DeviceTimeline::Mark mark = span ? time_on_device(s, stream) : DeviceTimeline::Mark{};
+  const DeviceTimeline::Mark mark = time_on_device(s, static_cast<bool>(span), stream);
   SparkrtGraphLaunchArgs args{SPARKRT_GRAPH_LAUNCH_ARGS_SIZE, s.native, graph.handle,
                               stream.handle};
   SparkrtError* const e = s.graphs->launch(&args);

@@ -131,7 +131,7 @@ class DeviceState {
   uint32_t launch_flags = ~uint32_t{0};
   // sparkrt.graph.v1, or null where the plugin has no graphs.
   const SparkrtGraphExtension* graphs = nullptr;
-  // Device times in traces.
+  // Device times in traces; made with the Device.
   std::unique_ptr<DeviceTimeline> timeline;
 
   // Guards the map only: held to find or add a module's slot, never while a

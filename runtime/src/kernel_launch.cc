@@ -118,8 +118,7 @@ Dim3 dim3_of(const uint32_t (&v)[3]) { return Dim3{v[0], v[1], v[2]}; }
 // device keeps a timeline.
 [[gnu::cold]] absl::Status traced_launch(const detail::KernelRecord& k, detail::DeviceState& s,
                                          SparkrtLaunchArgs& args, double trace_start) {
-  const detail::DeviceTimeline::Mark mark =
-      s.timeline ? s.timeline->begin(args.stream) : detail::DeviceTimeline::Mark{};
+  const detail::DeviceTimeline::Mark mark = s.timeline->begin(args.stream);
   SparkrtError* const e = s.api->launch(&args);
   detail::trace_launch(k.module, k.signature.entry, args, e != nullptr, trace_start);
   if (mark)
