@@ -14,11 +14,13 @@
 //      has no graphs.
 //   B. trace overhead: the same chain submitted from the host every rep (no
 //      graph, dependent launches as resolved), timed on the host from the
-//      first submission to the stream's synchronize. Reps alternate untraced
-//      and traced (sparkrt::trace::start before the rep, stop after it, into
-//      a file under $TMPDIR or /tmp named after the pid, removed at the end);
-//      within each pair the order alternates too. Reported: step time of both
-//      and the ratio traced / untraced over the pairs.
+//      first submission to the stream's synchronize. Each rep runs three
+//      variants in a rotating order: untraced, traced with host spans only
+//      (trace::Options::device_times false) and traced with device times
+//      (sparkrt::trace::start before the variant, stop after it, into a file
+//      under $TMPDIR or /tmp named after the pid, removed at the end).
+//      Reported: step time of each and the ratios traced / untraced over the
+//      reps.
 //
 // One layer is the decode step of `sparkrt demo` (apps/sparkrt/demo_layer.cc):
 //   fill_slots_from_block_table    the step's new token of each sequence
@@ -325,9 +327,9 @@ struct GraphPart {
 
 struct TracePart {
   std::string skipped;
-  Stat untraced, traced;  // us per step
-  std::optional<Stat> ratio;  // traced / untraced, per pair
-  uint64_t trace_bytes = 0;   // the file of the last traced step
+  Stat untraced, host_only, traced;  // us per step; traced: with device times
+  std::optional<Stat> host_ratio, ratio;  // host_only / untraced, traced / untraced, per rep
+  uint64_t trace_bytes = 0;   // the file of a step traced with device times
 };
 
 }  // namespace
@@ -496,30 +498,42 @@ int main(int argc, char** argv) {
     check("the host-submitted step");
     warm_up(dev, stream, [&] { return bench.submit(kv, pa); });
     using Clock = std::chrono::steady_clock;
-    const auto step_us = [&](bool traced) {
-      if (traced) ok(trace::start(g_trace_path), "trace::start");
+    // Variant 0 untraced, 1 host spans only, 2 with device times.
+    const auto step_us = [&](int variant) {
+      if (variant > 0)
+        ok(trace::start(g_trace_path, {.device_times = variant == 2}), "trace::start");
       const auto t0 = Clock::now();
       ok(bench.submit(kv, pa), "layer op");
       ok(dev.synchronize(stream), "sync");
       const auto t1 = Clock::now();
-      if (traced) ok(trace::stop(), "trace::stop");
+      if (variant > 0) ok(trace::stop(), "trace::stop");
+      if (variant == 2) {
+        std::error_code ec;
+        tb.trace_bytes = std::filesystem::file_size(g_trace_path, ec);
+        if (ec) die("trace file " + g_trace_path + ": " + ec.message());
+      }
       return std::chrono::duration<double, std::micro>(t1 - t0).count();
     };
-    std::vector<double> plain_us, traced_us, ratios;
+    std::vector<double> us[3], host_ratios, ratios;
     for (int rep = 0; rep < o.reps; ++rep) {
-      const bool traced_first = rep % 2 == 1;
-      const double a = step_us(traced_first), b = step_us(!traced_first);
-      const double u = traced_first ? b : a, t = traced_first ? a : b;
-      plain_us.push_back(u);
-      traced_us.push_back(t);
-      if (u > 0) ratios.push_back(t / u);
+      double t[3];
+      for (int i = 0; i < 3; ++i) {
+        const int variant = (rep + i) % 3;
+        t[variant] = step_us(variant);
+      }
+      for (int v = 0; v < 3; ++v) us[v].push_back(t[v]);
+      if (t[0] > 0) {
+        host_ratios.push_back(t[1] / t[0]);
+        ratios.push_back(t[2] / t[0]);
+      }
     }
-    tb.untraced = stat_of(plain_us);
-    tb.traced = stat_of(traced_us);
-    if (!ratios.empty()) tb.ratio = stat_of(ratios);
-    std::error_code ec;
-    tb.trace_bytes = std::filesystem::file_size(g_trace_path, ec);
-    if (ec) die("trace file " + g_trace_path + ": " + ec.message());
+    tb.untraced = stat_of(us[0]);
+    tb.host_only = stat_of(us[1]);
+    tb.traced = stat_of(us[2]);
+    if (!ratios.empty()) {
+      tb.host_ratio = stat_of(host_ratios);
+      tb.ratio = stat_of(ratios);
+    }
     check("the host-submitted steps");
     remove_trace_file();
   }
@@ -578,11 +592,16 @@ int main(int argc, char** argv) {
     std::printf("   %-10s %12s %12s %12s %12s\n", "variant", "us/step", "min", "max", "us/layer");
     std::printf("   %-10s %12.2f %12.2f %12.2f %12.3f\n", "untraced", tb.untraced.median,
                 tb.untraced.min, tb.untraced.max, tb.untraced.median / o.layers);
-    std::printf("   %-10s %12.2f %12.2f %12.2f %12.3f\n", "traced", tb.traced.median,
+    std::printf("   %-10s %12.2f %12.2f %12.2f %12.3f\n", "host spans", tb.host_only.median,
+                tb.host_only.min, tb.host_only.max, tb.host_only.median / o.layers);
+    std::printf("   %-10s %12.2f %12.2f %12.2f %12.3f\n", "+ device", tb.traced.median,
                 tb.traced.min, tb.traced.max, tb.traced.median / o.layers);
-    if (tb.ratio)
-      std::printf("   traced / untraced: %.3f (per-pair range %.3f - %.3f)\n", tb.ratio->median,
-                  tb.ratio->min, tb.ratio->max);
+    if (tb.ratio) {
+      std::printf("   host spans / untraced: %.3f (per-rep range %.3f - %.3f)\n",
+                  tb.host_ratio->median, tb.host_ratio->min, tb.host_ratio->max);
+      std::printf("   with device times / untraced: %.3f (per-rep range %.3f - %.3f)\n",
+                  tb.ratio->median, tb.ratio->min, tb.ratio->max);
+    }
     std::printf("   trace of one step: %llu bytes\n", (unsigned long long)tb.trace_bytes);
   }
 
@@ -622,9 +641,12 @@ int main(int argc, char** argv) {
       std::fprintf(f, "  \"trace_overhead\": {\"skipped\": %s}\n", json_string(tb.skipped).c_str());
     } else {
       std::fprintf(f,
-                   "  \"trace_overhead\": {\"us_per_step\": {\"untraced\": %s, \"traced\": %s}, "
+                   "  \"trace_overhead\": {\"us_per_step\": {\"untraced\": %s, \"host_spans\": "
+                   "%s, \"with_device_times\": %s}, \"ratio_host_spans_over_untraced\": %s, "
                    "\"ratio_traced_over_untraced\": %s, \"trace_bytes_per_step\": %llu}\n",
-                   json_stat(tb.untraced).c_str(), json_stat(tb.traced).c_str(),
+                   json_stat(tb.untraced).c_str(), json_stat(tb.host_only).c_str(),
+                   json_stat(tb.traced).c_str(),
+                   tb.host_ratio ? json_stat(*tb.host_ratio).c_str() : "null",
                    tb.ratio ? json_stat(*tb.ratio).c_str() : "null",
                    (unsigned long long)tb.trace_bytes);
     }

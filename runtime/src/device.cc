@@ -330,8 +330,9 @@ SparkrtImageFormat Kernel::image_format() const { return record_->image; }
 
 namespace {
 
-// SPARKRT_TRACE=<file> starts a trace at the first Device::open that sees it.
-// A trace asked for and impossible fails every open: it must not go unnoticed.
+// SPARKRT_TRACE=<file> starts a trace at the first Device::open that sees it;
+// SPARKRT_TRACE_DEVICE_TIMES=0 leaves the device tracks out. A trace asked
+// for and impossible fails every open: it must not go unnoticed.
 absl::Status start_trace_from_env() {
   static std::mutex mu;
   static bool started = false;
@@ -339,7 +340,18 @@ absl::Status start_trace_from_env() {
   if (env == nullptr || *env == '\0') return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu);
   if (started) return absl::OkStatus();
-  if (auto st = trace::start(env); !st.ok())
+  trace::Options options;
+  if (const char* times = std::getenv("SPARKRT_TRACE_DEVICE_TIMES");
+      times != nullptr && *times != '\0') {
+    const std::string_view t(times);
+    if (t != "0" && t != "1")
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "SPARKRT_TRACE_DEVICE_TIMES='%s' is neither 0 (host spans only) nor 1 (the default: "
+          "device times too); set one or unset it",
+          times));
+    options.device_times = t == "1";
+  }
+  if (auto st = trace::start(env, options); !st.ok())
     return absl::Status(st.code(), absl::StrFormat("SPARKRT_TRACE=%s: %s", env, st.message()));
   started = true;
   return absl::OkStatus();

@@ -149,6 +149,7 @@ void DeviceTimeline::name_stream_locked(SparkrtStream stream) {
 // ---- operations ------------------------------------------------------------------------
 
 DeviceTimeline::Mark DeviceTimeline::begin(SparkrtStream stream) {
+  if (!trace_device_times()) return {};
   const uint64_t generation = trace_generation();
   if (generation == 0) return {};
   std::lock_guard<std::mutex> lock(mu_);

@@ -42,7 +42,7 @@ thread_local ThreadTrack t_track;
 
 class Tracer {
  public:
-  absl::Status start(const std::string& path) {
+  absl::Status start(const std::string& path, const trace::Options& options) {
     std::lock_guard<std::mutex> lock(mu_);
     if (fd_ >= 0)
       return absl::FailedPreconditionError(
@@ -55,6 +55,7 @@ class Tracer {
     }
     fd_ = fd;
     path_ = path;
+    device_times_.store(options.device_times, std::memory_order_relaxed);
     error_ = absl::OkStatus();
     first_event_ = true;
     ++generation_;
@@ -100,6 +101,8 @@ class Tracer {
     std::lock_guard<std::mutex> lock(sources_mu_);
     std::erase(sources_, source);
   }
+
+  bool device_times() const { return device_times_.load(std::memory_order_relaxed); }
 
   uint64_t generation() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,6 +195,7 @@ class Tracer {
   // steady_clock ticks (nanoseconds) at start(); atomic: threads read it
   // without the mutex, as soon as they see the trace enabled.
   std::atomic<int64_t> epoch_ns_{0};
+  std::atomic<bool> device_times_{true};
   // Taken before mu_, never after: a source's flush appends under mu_.
   std::mutex sources_mu_;
   std::vector<detail::TraceSource*> sources_;
@@ -227,7 +231,9 @@ Range::~Range() {
   if (!name_.empty()) sparkrt::detail::trace_span("user", name_, start_us_, "");
 }
 
-absl::Status start(const std::string& path) { return tracer().start(path); }
+absl::Status start(const std::string& path, const Options& options) {
+  return tracer().start(path, options);
+}
 absl::Status stop() { return tracer().stop(); }
 std::string path() { return tracer().path(); }
 }  // namespace trace
@@ -242,6 +248,8 @@ void trace_span(const char* category, std::string_view name, double start_us,
 }
 
 uint64_t trace_generation() { return tracer().generation(); }
+
+bool trace_device_times() { return tracer().device_times(); }
 
 void trace_append(uint64_t generation, std::string_view event_json) {
   tracer().append(generation, event_json);

@@ -28,6 +28,9 @@ void trace_span(const char* category, std::string_view name, double start_us,
 // The running trace's number (each start() takes a new one); 0 when none is.
 uint64_t trace_generation();
 
+// Whether the running trace times stream operations on the device.
+bool trace_device_times();
+
 // Appends one event, formatted by the caller, to trace `generation`; dropped
 // when that trace has ended.
 void trace_append(uint64_t generation, std::string_view event_json);

@@ -32,9 +32,16 @@
 
 namespace sparkrt::trace {
 
+struct Options {
+  // Also time each stream operation on the device: two events around it,
+  // read back later, a span on its stream's track. Off, the trace has host
+  // spans only and costs each call less (docs/trace.md, "Cost").
+  bool device_times = true;
+};
+
 // Starts writing a trace to `path` (created or truncated). Fails when the
 // file cannot be opened for writing, or when a trace is already running.
-absl::Status start(const std::string& path);
+absl::Status start(const std::string& path, const Options& options = {});
 
 // Ends the trace and closes the file. Fails with the first write error the
 // trace met (disk full, I/O error), or when no trace is running.
