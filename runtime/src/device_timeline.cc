@@ -215,8 +215,9 @@ void DeviceTimeline::write_locked(bool wait) {
     auto from_anchor = elapsed_locked(anchor_, p.start);
     auto duration = from_anchor.ok() ? elapsed_locked(p.start, p.end) : from_anchor;
     if (!duration.ok()) {
-      // Not complete yet: FAILED_PRECONDITION from both event APIs.
-      if (!wait && absl::IsFailedPrecondition(duration.status())) return;
+      // Not complete yet: cuda says UNAVAILABLE, vulkan FAILED_PRECONDITION.
+      const absl::Status& st = duration.status();
+      if (!wait && (absl::IsUnavailable(st) || absl::IsFailedPrecondition(st))) return;
       unavailable_locked(duration.status(), pending_.size());
       continue;
     }

@@ -306,6 +306,48 @@ TEST_CASE("trace: graph capture and replay, with the replay's device span") {
   CHECK(spans(events, "destroy_graph").size() == 1);
 }
 
+TEST_CASE("trace: a synchronize leaves another stream's outstanding work for later, intact") {
+  // Vulkan queues work in batches it submits lazily: a stream's work is
+  // outstanding until something submits it, which the mock never shows.
+  ::unsetenv("SPARKRT_KERNEL_PATH");
+  auto opened = Device::open({.backend = "vulkan"});
+  if (!opened.ok()) {
+    MESSAGE("SKIPPED: no vulkan device: ", opened.status().ToString());
+    return;
+  }
+  auto& dev = *opened;
+  auto fill = dev->kernel("vector_ops", "fill_u32");
+  REQUIRE_OK(fill.status());
+  auto a = dev->create_stream();
+  auto b = dev->create_stream();
+  REQUIRE_OK(a.status());
+  REQUIRE_OK(b.status());
+  auto buf = dev->alloc(1 << 20);
+  REQUIRE_OK(buf.status());
+  TempFile file("two_streams.json");
+  REQUIRE_OK(sparkrt::trace::start(file.path));
+  const auto launch = [&](sparkrt::Stream s, uint32_t value) {
+    return KernelLaunch(*dev, *fill).grid({1024}).block({256}).arg(*buf).arg(value)
+        .arg(uint32_t{1 << 18}).launch(s);
+  };
+  REQUIRE_OK(launch(*b, 1));  // outstanding on b
+  REQUIRE_OK(launch(*a, 2));
+  REQUIRE_OK(dev->synchronize(*a));
+  REQUIRE_OK(launch(*b, 3));
+  REQUIRE_OK(dev->synchronize(*b));
+  REQUIRE_OK(sparkrt::trace::stop());
+  REQUIRE_OK(dev->close());
+
+  const std::vector<TraceEvent> events = read_trace(file.path);
+  INFO(read_file(file.path));
+  const auto ran = tracetest::device_spans(events, "fill_u32");
+  REQUIRE(ran.size() == 3);
+  int on_b = 0;
+  for (const TraceEvent& e : ran) on_b += e.tid == b->handle ? 1 : 0;
+  CHECK(on_b == 2);
+  for (const TraceEvent& e : events) CHECK_MESSAGE(e.ph != "i", e.name, ": ", e.arg("reason"));
+}
+
 TEST_CASE("trace: a device without event timing says so in the trace, and still runs") {
   TempFile file("untimed.json");
   const std::string path = std::string(SPARKRT_TEST_PLUGIN_DIR) + "/libsparkrt_backend_oldabi.so";
