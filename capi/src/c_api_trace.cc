@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "c_api_internal.h"
+#include "sparkrt/status_macros.h"
 #include "sparkrt/trace.h"
 
 using sparkrt::capi::guarded;
@@ -16,8 +17,23 @@ thread_local std::vector<std::unique_ptr<sparkrt::trace::Range>> t_ranges;
 extern "C" {
 
 sparkrt_status* sparkrt_trace_start(const char* path) {
+  SPARKRT_C_REQUIRE(path);  // named as this call
+  return sparkrt_trace_start_with_options(path, nullptr);
+}
+
+sparkrt_status* sparkrt_trace_start_with_options(const char* path,
+                                                 const sparkrt_trace_options* options) {
   SPARKRT_C_REQUIRE(path);
-  return guarded(__func__, [&] { return sparkrt::trace::start(path); });
+  return guarded(__func__, [&] {
+    sparkrt::trace::Options o;
+    if (options != nullptr) {
+      SPARKRT_RETURN_IF_ERROR(sparkrt::capi::check_in_struct(
+          "sparkrt_trace_start_with_options", "sparkrt_trace_options", options->struct_size,
+          SPARKRT_C_TRACE_OPTIONS_SIZE));
+      o.device_times = options->device_times != 0;
+    }
+    return sparkrt::trace::start(path, o);
+  });
 }
 
 sparkrt_status* sparkrt_trace_stop(void) {

@@ -177,6 +177,7 @@ for _name in OP_FUNCTIONS:
 # 1.0 library still loads; their callers refuse to run on it (sparkrt.trace).
 _PROTOTYPES_1_1 = {
     "sparkrt_trace_start": (_STATUS, [c_char_p]),
+    "sparkrt_trace_start_with_options": (_STATUS, [c_char_p, c_void_p]),
     "sparkrt_trace_stop": (_STATUS, []),
     "sparkrt_trace_enabled": (c_int, []),
     "sparkrt_trace_range_push": (_STATUS, [c_char_p]),

@@ -377,6 +377,10 @@ MlaPagedDecodeArgs = _api_struct("MlaPagedDecodeArgs", [
     ("num_splits", c_uint32),
 ])
 
+TraceOptions = _api_struct("TraceOptions", [
+    ("device_times", c_uint8),
+])
+
 MlaNvfp4BlockLayout = _api_struct("MlaNvfp4BlockLayout", [
     ("data_section_bytes", c_uint64),
     ("block_stride_bytes", c_uint64),
@@ -389,6 +393,7 @@ HEADER_NAMES = {
     KernelInfo: ("sparkrt_kernel_info", "SPARKRT_C_KERNEL_INFO_SIZE"),
     ParamInfo: ("sparkrt_param_info", "SPARKRT_C_PARAM_INFO_SIZE"),
     LaunchConfig: ("sparkrt_launch_config", "SPARKRT_C_LAUNCH_CONFIG_SIZE"),
+    TraceOptions: ("sparkrt_trace_options", "SPARKRT_C_TRACE_OPTIONS_SIZE"),
     FillSlotsArgs: ("sparkrt_fill_slots_args", "SPARKRT_C_FILL_SLOTS_ARGS_SIZE"),
     ReshapeAndCacheArgs: ("sparkrt_reshape_and_cache_args",
                           "SPARKRT_C_RESHAPE_AND_CACHE_ARGS_SIZE"),

@@ -13,7 +13,10 @@ Needs a library of C API 1.1 or newer.
 import contextlib
 import os
 
+import ctypes
+
 from ._lib import Error, StatusCode, check, library
+from ._structs import TraceOptions
 
 
 def _lib():
@@ -33,14 +36,17 @@ def _encode(path):
     return raw
 
 
-def start(path):
-    """Starts writing a trace to `path` (created or truncated).
+def start(path, device_times=True):
+    """Starts writing a trace to `path` (created or truncated); with
+    device_times=False, host spans only (cheaper per call).
 
     Raises sparkrt.Error naming the path when it cannot be opened for writing
     (a missing folder: NOT_FOUND), and FAILED_PRECONDITION while a trace runs.
     """
     raw = _encode(path)
-    check(_lib().sparkrt_trace_start(raw))
+    options = TraceOptions.new()
+    options.device_times = 1 if device_times else 0
+    check(_lib().sparkrt_trace_start_with_options(raw, ctypes.byref(options)))
 
 
 def stop():
@@ -74,11 +80,11 @@ def range(name):  # noqa: A001 (the runtime's name for it)
 
 
 @contextlib.contextmanager
-def tracing(path):
+def tracing(path, device_times=True):
     """Traces the `with` block into `path` (given to `as`): start() on entry,
     stop() on exit. stop()'s error is raised when the block raised nothing;
     otherwise the block's exception is the one that propagates."""
-    start(path)
+    start(path, device_times)
     try:
         yield path
     except BaseException:

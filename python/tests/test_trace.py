@@ -146,3 +146,16 @@ def test_ranges_nest_and_calls_inside_nest_under_them(no_trace, tmp_path):
     with pytest.raises(ValueError):
         with sparkrt.trace.range("a\0b"):
             pass
+
+
+def test_host_spans_only_leave_the_device_tracks_out(no_trace, tmp_path):
+    path = tmp_path / "host_only.json"
+    n = 256
+    with sparkrt.Device.open(no_trace) as dev:
+        a = dev.from_numpy(np.ones(n, dtype=np.float32))
+        add = dev.kernel("vector_ops", "vector_add_f32")
+        with dev.stream() as s, sparkrt.trace.tracing(path, device_times=False):
+            add.launch(grid=1, block=256, args=[a, a, a, n], stream=s)
+            s.synchronize()
+    host, device = _complete(path, "vector_add_f32")
+    assert len(host) == 1 and device == []

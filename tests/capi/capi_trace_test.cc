@@ -212,3 +212,29 @@ TEST_CASE("capi trace: ranges nest per thread, and a pop with none open is refus
   CHECK(alloc[0].ts >= inner[0].ts);
   CHECK(alloc[0].ts + alloc[0].dur <= inner[0].ts + inner[0].dur + 0.002);
 }
+
+TEST_CASE("capi trace: options: host spans only, and a struct too small is refused") {
+  no_trace_from_environment();
+  TempPath file("host_only.json");
+  const sparkrt_trace_options host_only{SPARKRT_C_TRACE_OPTIONS_SIZE, 0};
+  C_REQUIRE_OK(sparkrt_trace_start_with_options(file.path.c_str(), &host_only));
+  {
+    auto dev = open_c("mock");
+    const SparkrtStream stream = capitest::c_stream(dev.get());
+    const SparkrtDevicePtr buf = capitest::c_alloc(dev.get(), 256);
+    C_REQUIRE_OK(sparkrt_memset_async(dev.get(), buf, 1, 256, stream));
+    C_REQUIRE_OK(sparkrt_stream_synchronize(dev.get(), stream));
+  }
+  C_REQUIRE_OK(sparkrt_trace_stop());
+  const std::vector<TraceEvent> events = read_trace(file.path);
+  CHECK(spans(events, "memset_async").size() == 1);
+  CHECK(device_spans(events, "memset_async").empty());
+
+  const sparkrt_trace_options old{sizeof(size_t) - 1, 1};
+  C_CHECK_CODE(sparkrt_trace_start_with_options(file.path.c_str(), &old),
+               SPARKRT_INVALID_ARGUMENT);
+  CHECK(sparkrt_trace_enabled() == 0);
+  // NULL options: the defaults, device times included.
+  C_REQUIRE_OK(sparkrt_trace_start_with_options(file.path.c_str(), nullptr));
+  C_REQUIRE_OK(sparkrt_trace_stop());
+}

@@ -913,6 +913,16 @@ SPARKRT_C_EXPORT sparkrt_status* sparkrt_mla_nvfp4_block_layout_get(
  * path, when it cannot be opened for writing (a missing folder: NOT_FOUND);
  * FAILED_PRECONDITION while a trace is already running. */
 SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_start(const char* path);
+typedef struct sparkrt_trace_options {
+  size_t struct_size; /* SPARKRT_C_TRACE_OPTIONS_SIZE */
+  /* 1 (sparkrt_trace_start's choice): each stream operation's device time too,
+   * on a track per stream; 0: host spans only, which costs each call less. */
+  uint8_t device_times;
+} sparkrt_trace_options;
+#define SPARKRT_C_TRACE_OPTIONS_SIZE SPARKRT_STRUCT_SIZE(sparkrt_trace_options, device_times)
+/* sparkrt_trace_start with options (NULL: the defaults). */
+SPARKRT_C_EXPORT sparkrt_status* sparkrt_trace_start_with_options(
+    const char* path, const sparkrt_trace_options* options);
 /* Ends the trace and closes its file; the error is the first write failure
  * the trace met (the file is then incomplete). FAILED_PRECONDITION when no
  * trace is running. */
