@@ -542,4 +542,29 @@ TEST_CASE("trace: SPARKRT_TRACE traces a process from its first Device::open to 
   CHECK(r.err.find("/dev/full") != std::string::npos);
 }
 
+TEST_CASE("trace: SPARKRT_TRACE_DEVICE_TIMES=0 leaves the device tracks out, and bad values fail") {
+  TempFile file("env_host_only.json");
+  for (const char* times : {"1", "0"}) {
+    CAPTURE(times);
+    auto r = sparkrt::testing::run_process(
+        {SPARKRT_CLI, "demo"}, {{"SPARKRT_BACKEND", "mock"},
+                                {"SPARKRT_KERNEL_PATH", ""},
+                                {"SPARKRT_TRACE", file.path},
+                                {"SPARKRT_TRACE_DEVICE_TIMES", times}});
+    INFO(r.out, r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::vector<TraceEvent> events = read_trace(file.path);
+    CHECK_FALSE(spans(events, "paged_decode_attn_bf16_split").empty());
+    const bool device_times = std::string(times) == "1";
+    CHECK(tracetest::device_spans(events, "paged_decode_attn_bf16_split").empty() !=
+          device_times);
+  }
+  auto r = sparkrt::testing::run_process({SPARKRT_CLI, "info"},
+                                         {{"SPARKRT_BACKEND", "mock"},
+                                          {"SPARKRT_TRACE", file.path},
+                                          {"SPARKRT_TRACE_DEVICE_TIMES", "yes"}});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("SPARKRT_TRACE_DEVICE_TIMES='yes'") != std::string::npos);
+}
+
 }  // namespace
