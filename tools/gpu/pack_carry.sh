@@ -28,6 +28,11 @@ for b in sparkrt sparkrt_conformance sparkrt_gpu_tests sparkrt_gpu_bench sparkrt
          embed_c_decode sparkrt_capi_tests; do
   [ -e "$build/bin/$b" ] && cp -a "$build/bin/$b" "$stage/carry/build/bin/"
 done
+# The test module sparkrt_gpu_tests loads from the build tree.
+if [ -d "$build/tests/gpu/kernels" ]; then
+  mkdir -p "$stage/carry/build/tests/gpu"
+  cp -a "$build/tests/gpu/kernels" "$stage/carry/build/tests/gpu/"
+fi
 # The Rust example (tests/embed), built by cargo outside bin/.
 rust=$build/tests/embed/rust/target/release/rust_decode
 [ -e "$rust" ] && cp -a "$rust" "$stage/carry/build/bin/"
