@@ -90,8 +90,8 @@ struct MockDevice {
 
 // `got` is the launch of module.entry with this geometry, on `stream`, with
 // exactly these arguments; shared memory is always 0 (every kernel of these
-// modules uses static shared memory only). A plain launch: the mock loads
-// modules as PTX, which the ops never launch dependent.
+// modules uses static shared memory only). A plain launch: the mock loads no
+// cubin, and the ops launch dependent only from cubins.
 inline void check_launch(const sparkrt::testing::MockLaunch& got, const char* module,
                          const char* entry, sparkrt::Dim3 grid, sparkrt::Dim3 block,
                          sparkrt::Stream stream,

@@ -80,7 +80,7 @@ void check_common(const MockLaunch& l, const char* entry, Dim3 grid, Stream stre
   CHECK(l.block == Dim3{256});
   CHECK(l.shared_mem == shared_mem);
   CHECK(l.stream == stream);
-  CHECK_FALSE(l.dependent_launch);  // modules loaded as PTX: plain launches
+  CHECK_FALSE(l.dependent_launch);  // no cubin on the mock: plain launches
 }
 
 void check_args(const MockLaunch& l, const std::vector<MockArg>& args) {
@@ -594,7 +594,7 @@ TEST_CASE("ops mock: decode with no sequences launches nothing, bad shapes are r
 
 TEST_CASE("ops mock: decode launches are dependent in every geometry when set") {
   Fixture f;
-  CHECK_FALSE(f.kernels.dependent_launch);  // the mock loads PTX
+  CHECK_FALSE(f.kernels.dependent_launch);  // the mock loads no cubin
   f.kernels.dependent_launch = true;
   ops::PagedDecodeAttnArgs a = f.bf16_args(1, 256);
   a.workspace = f.fake_ptr();
