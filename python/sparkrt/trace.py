@@ -11,9 +11,8 @@ without any of these calls, from the first device open to the process's exit.
 Needs a library of C API 1.1 or newer.
 """
 import contextlib
-import os
-
 import ctypes
+import os
 
 from ._lib import Error, StatusCode, check, library
 from ._structs import TraceOptions

@@ -114,8 +114,8 @@ Dim3 dim3_of(const uint32_t (&v)[3]) { return Dim3{v[0], v[1], v[2]}; }
                          dims(dim3_of(a.block)), a.shared_memory_bytes, a.stream));
 }
 
-// A launch while tracing: its host span, and its device span where the
-// device keeps a timeline.
+// A launch while tracing: its host span, and its device span when the trace
+// takes device times.
 [[gnu::cold]] absl::Status traced_launch(const detail::KernelRecord& k, detail::DeviceState& s,
                                          SparkrtLaunchArgs& args, double trace_start) {
   const detail::DeviceTimeline::Mark mark = s.timeline->begin(args.stream);
@@ -221,8 +221,8 @@ absl::Status KernelLaunch::check_attributes(const detail::KernelRecord& k,
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: launch attributes (%s) need a plugin of ABI 1.4 or later, but plugin '%s' (%s) "
         "speaks ABI %d.%d; rebuild the plugin against this sparkrt or launch without them",
-        entry, (flags_ & s.launch_flags) != 0 ? "dependent launch" : "cluster", s.plugin->name(), s.plugin->path(),
-        s.api->abi_major, s.api->abi_minor));
+        entry, (flags_ & s.launch_flags) != 0 ? "dependent launch" : "cluster", s.plugin->name(),
+        s.plugin->path(), s.api->abi_major, s.api->abi_minor));
   if (cluster_ == Dim3{0, 0, 0}) return absl::OkStatus();
   if (cluster_.x == 0 || cluster_.y == 0 || cluster_.z == 0)
     return absl::InvalidArgumentError(absl::StrFormat(

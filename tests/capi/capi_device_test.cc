@@ -138,80 +138,86 @@ TEST_CASE("capi device: open by name on the host backends, properties equal C++'
   }
 }
 
+namespace {
+
+// sparkrt_device_properties_get into a canary-filled buffer whose struct_size
+// is `size`: what came back, and how many bytes from `from` on were written.
+struct CanaryCall {
+  static constexpr uint8_t kCanary = 0xa5;
+  static constexpr size_t kBuffer = sizeof(sparkrt_device_properties) + 64;
+  alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
+  CStatus status;
+
+  CanaryCall(sparkrt_device* dev, size_t size) {
+    std::memset(buf, kCanary, sizeof buf);
+    std::memcpy(buf, &size, sizeof size);
+    status.reset(
+        sparkrt_device_properties_get(dev, reinterpret_cast<sparkrt_device_properties*>(buf)));
+  }
+  sparkrt_device_properties got() const {
+    sparkrt_device_properties p;
+    std::memcpy(&p, buf, sizeof p);
+    return p;
+  }
+  size_t written_from(size_t from) const {
+    size_t n = 0;
+    for (size_t i = from; i < sizeof buf; ++i) n += buf[i] != kCanary;
+    return n;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("capi device: properties for an older, a newer and a malformed caller") {
   auto dev = open_c("mock");
   const sparkrt_device_properties full = full_properties(dev.get());
-  constexpr uint8_t kCanary = 0xa5;
-  constexpr size_t kBuffer = sizeof(sparkrt_device_properties) + 64;
 
   SUBCASE("an older caller: fields up to struct_size written, the bytes after it untouched") {
     // A caller that knows the fields up to `index` only.
     const size_t older = offsetof(sparkrt_device_properties, index) + sizeof(int32_t);
-    alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
-    std::memset(buf, kCanary, sizeof buf);
-    const size_t size_field = older;
-    std::memcpy(buf, &size_field, sizeof size_field);
-    C_REQUIRE_OK(sparkrt_device_properties_get(dev.get(),
-                                               reinterpret_cast<sparkrt_device_properties*>(buf)));
-    sparkrt_device_properties got;
-    std::memcpy(&got, buf, sizeof got);
+    const CanaryCall call(dev.get(), older);
+    REQUIRE_MESSAGE(call.status == nullptr, describe(call.status.get()));
+    const sparkrt_device_properties got = call.got();
     CHECK(got.struct_size == older);
     CHECK(got.backend == full.backend);
     CHECK(got.plugin_path == full.plugin_path);
     CHECK(got.name == full.name);
     CHECK(got.driver == full.driver);
     CHECK(got.index == full.index);
-    size_t touched = 0;
-    for (size_t i = older; i < sizeof buf; ++i) touched += buf[i] != kCanary;
-    CHECK_MESSAGE(touched == 0, touched, " bytes past struct_size ", older, " were written");
+    CHECK(call.written_from(older) == 0);
   }
   SUBCASE("a 1.0 caller: everything up to has_collectives, not the launch attributes") {
     static_assert(SPARKRT_C_DEVICE_PROPERTIES_SIZE_1_0 <=
                   offsetof(sparkrt_device_properties, supports_dependent_launch));
     REQUIRE(full.supports_clusters == 1);  // so a written byte would differ from the canary
     REQUIRE(full.max_cluster_size == 8);
-    alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
-    std::memset(buf, kCanary, sizeof buf);
     const size_t old_size = SPARKRT_C_DEVICE_PROPERTIES_SIZE_1_0;
-    std::memcpy(buf, &old_size, sizeof old_size);
-    C_REQUIRE_OK(sparkrt_device_properties_get(dev.get(),
-                                               reinterpret_cast<sparkrt_device_properties*>(buf)));
-    sparkrt_device_properties got;
-    std::memcpy(&got, buf, sizeof got);
+    const CanaryCall call(dev.get(), old_size);
+    REQUIRE_MESSAGE(call.status == nullptr, describe(call.status.get()));
+    const sparkrt_device_properties got = call.got();
     CHECK(got.struct_size == old_size);
     CHECK(got.name == full.name);
     CHECK(got.max_shared_memory_per_block_optin == full.max_shared_memory_per_block_optin);
     CHECK(got.emulated == full.emulated);
     CHECK(got.has_graphs == full.has_graphs);
     CHECK(got.has_collectives == full.has_collectives);
-    size_t touched = 0;
-    for (size_t i = old_size; i < sizeof buf; ++i) touched += buf[i] != kCanary;
-    CHECK_MESSAGE(touched == 0, touched, " bytes past struct_size ", old_size, " were written");
+    CHECK(call.written_from(old_size) == 0);
   }
   SUBCASE("a caller that stops inside the attributes: filled up to its size") {
     const size_t partial = offsetof(sparkrt_device_properties, supports_clusters) + 1;
-    alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
-    std::memset(buf, kCanary, sizeof buf);
-    std::memcpy(buf, &partial, sizeof partial);
-    C_REQUIRE_OK(sparkrt_device_properties_get(dev.get(),
-                                               reinterpret_cast<sparkrt_device_properties*>(buf)));
-    CHECK(buf[offsetof(sparkrt_device_properties, supports_dependent_launch)] ==
+    const CanaryCall call(dev.get(), partial);
+    REQUIRE_MESSAGE(call.status == nullptr, describe(call.status.get()));
+    CHECK(call.buf[offsetof(sparkrt_device_properties, supports_dependent_launch)] ==
           full.supports_dependent_launch);
-    CHECK(buf[offsetof(sparkrt_device_properties, supports_clusters)] == full.supports_clusters);
-    size_t touched = 0;
-    for (size_t i = partial; i < sizeof buf; ++i) touched += buf[i] != kCanary;
-    CHECK_MESSAGE(touched == 0, touched, " bytes past struct_size ", partial, " were written");
+    CHECK(call.buf[offsetof(sparkrt_device_properties, supports_clusters)] ==
+          full.supports_clusters);
+    CHECK(call.written_from(partial) == 0);
   }
   SUBCASE("a newer caller: every field written, nothing past the library's struct") {
-    alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
-    std::memset(buf, kCanary, sizeof buf);
-    const size_t newer = kBuffer;
-    std::memcpy(buf, &newer, sizeof newer);
-    C_REQUIRE_OK(sparkrt_device_properties_get(dev.get(),
-                                               reinterpret_cast<sparkrt_device_properties*>(buf)));
-    sparkrt_device_properties got;
-    std::memcpy(&got, buf, sizeof got);
-    CHECK(got.struct_size == newer);
+    const CanaryCall call(dev.get(), CanaryCall::kBuffer);
+    REQUIRE_MESSAGE(call.status == nullptr, describe(call.status.get()));
+    const sparkrt_device_properties got = call.got();
+    CHECK(got.struct_size == CanaryCall::kBuffer);
     CHECK(got.backend == full.backend);
     CHECK(got.max_grid_dim[2] == full.max_grid_dim[2]);
     CHECK(got.has_graphs == full.has_graphs);
@@ -219,24 +225,17 @@ TEST_CASE("capi device: properties for an older, a newer and a malformed caller"
     CHECK(got.supports_dependent_launch == full.supports_dependent_launch);
     CHECK(got.supports_clusters == full.supports_clusters);
     CHECK(got.max_cluster_size == full.max_cluster_size);
-    size_t touched = 0;
-    for (size_t i = sizeof(sparkrt_device_properties); i < sizeof buf; ++i)
-      touched += buf[i] != kCanary;
-    CHECK_MESSAGE(touched == 0, touched, " bytes past the 1.0 struct were written");
+    CHECK(call.written_from(sizeof(sparkrt_device_properties)) == 0);
   }
   SUBCASE("a struct_size that does not reach the first field: INVALID_ARGUMENT, nothing written") {
     for (size_t size : {size_t{0}, sizeof(size_t), sizeof(size_t) + 4}) {
       INFO("struct_size ", size);
-      alignas(sparkrt_device_properties) unsigned char buf[kBuffer];
-      std::memset(buf, kCanary, sizeof buf);
-      std::memcpy(buf, &size, sizeof size);
-      const CStatus s(sparkrt_device_properties_get(
-          dev.get(), reinterpret_cast<sparkrt_device_properties*>(buf)));
-      CHECK_MESSAGE(sparkrt_status_code(s.get()) == SPARKRT_INVALID_ARGUMENT, describe(s.get()));
-      CHECK(std::string(sparkrt_status_message(s.get())).find("struct_size") != std::string::npos);
-      size_t touched = 0;
-      for (size_t i = sizeof(size_t); i < sizeof buf; ++i) touched += buf[i] != kCanary;
-      CHECK(touched == 0);
+      const CanaryCall call(dev.get(), size);
+      CHECK_MESSAGE(sparkrt_status_code(call.status.get()) == SPARKRT_INVALID_ARGUMENT,
+                    describe(call.status.get()));
+      CHECK(std::string(sparkrt_status_message(call.status.get())).find("struct_size") !=
+            std::string::npos);
+      CHECK(call.written_from(sizeof(size_t)) == 0);
     }
   }
 }

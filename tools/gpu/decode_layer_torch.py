@@ -155,18 +155,6 @@ class Chain:
                          "non-finite outputs")
 
 
-def sdpa_backends():
-    try:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:
-        return [("default", None)]
-    out = [("default", None)]
-    for name in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"):
-        if hasattr(SDPBackend, name):
-            out.append((name.lower(), (sdpa_kernel, getattr(SDPBackend, name))))
-    return out
-
-
 def measure(torch, chain, backend, layers, reps):
     """Per-layer microseconds of graph replays of the whole chain under one SDPA backend."""
     def run():
@@ -239,6 +227,9 @@ def main():
     if not torch.cuda.is_available():
         print(f"SKIPPED: torch {torch.__version__} sees no CUDA device")
         return 77
+    # The same SDPA backends the KV-cache baseline times (this script's folder
+    # is on sys.path when it runs as a script).
+    from kv_torch_baseline import sdpa_backends
 
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     device = torch.cuda.get_device_name()
